@@ -1,0 +1,212 @@
+"""The interface every engine implementation offers to KVEngine (docs/engine.md §5–§7).
+
+A backend speaks raw keys and values only: big-endian uint8 arrays of KEY_BYTES / VALUE_BYTES.
+Data-plane operations are batch-native because hardware wants streams of requests; a single
+operation is a batch of one. Control operations address slots and rule entries directly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import IntEnum
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .geometry import Geometry
+
+MASK64 = (1 << 64) - 1
+
+
+class SetStatus(IntEnum):
+    """Result of one SET (§5.4)."""
+
+    INSERTED = 0
+    INSERTED_STASH = 1
+    UPDATED = 2
+    FULL = 3
+
+
+class DelStatus(IntEnum):
+    """Result of one DEL (§5.5)."""
+
+    DELETED = 0
+    NOT_FOUND = 1
+
+
+class MatchKind(IntEnum):
+    """Kind of a LOOKUP answer (§5.3)."""
+
+    MISS = 0
+    EXACT = 1
+    RULE = 2
+
+
+# Counter ids of §6, in register order.
+COUNTER_NAMES = (
+    "lookups",
+    "exact_hits",
+    "rule_hits",
+    "misses",
+    "inserts",
+    "updates",
+    "insert_failures",
+    "deletes",
+    "delete_misses",
+    "cmd_errors",
+    "occupancy",
+)
+COUNTER_IDS = {name: index for index, name in enumerate(COUNTER_NAMES)}
+
+
+class GetResult(NamedTuple):
+    hit: np.ndarray  # (N,) bool
+    values: np.ndarray  # (N, VALUE_BYTES) uint8, zeros on a miss
+
+
+class LookupResultBatch(NamedTuple):
+    kind: np.ndarray  # (N,) uint8 MatchKind
+    values: np.ndarray  # (N, VALUE_BYTES) uint8, zeros on a miss
+    entry: np.ndarray  # (N,) int32 winning rule entry, -1 unless kind == RULE
+
+
+class SlotBatch(NamedTuple):
+    valid: np.ndarray  # (M,) bool
+    keys: np.ndarray  # (M, KEY_BYTES) uint8
+    values: np.ndarray  # (M, VALUE_BYTES) uint8
+
+
+class RuleEntry(NamedTuple):
+    valid: bool
+    match: int
+    mask: int
+    priority: int
+    value: bytes
+
+
+class Backend(ABC):
+    """One engine implementation: the model, the Verilated RTL, or a board."""
+
+    name: str = "abstract"
+
+    def __init__(self, geometry: Geometry) -> None:
+        self.geometry = geometry
+
+    # -- data plane (§5.2–§5.5, batches per §7) ------------------------------------------
+    @abstractmethod
+    def get_batch(self, keys: np.ndarray) -> GetResult:
+        """GET every key, in order."""
+
+    @abstractmethod
+    def lookup_batch(self, keys: np.ndarray) -> LookupResultBatch:
+        """LOOKUP every key, in order."""
+
+    @abstractmethod
+    def set_batch(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """SET every (key, value), in order; returns (N,) uint8 SetStatus."""
+
+    @abstractmethod
+    def delete_batch(self, keys: np.ndarray) -> np.ndarray:
+        """DEL every key, in order; returns (N,) uint8 DelStatus."""
+
+    # -- control (§5.6) ------------------------------------------------------------------
+    @abstractmethod
+    def read_slot(self, bank: int, index: int) -> tuple[bool, bytes, bytes]:
+        """READ_SLOT: (valid, raw key, raw value)."""
+
+    @abstractmethod
+    def write_slot(self, bank: int, index: int, valid: bool, key: bytes, value: bytes) -> None:
+        """WRITE_SLOT."""
+
+    @abstractmethod
+    def move_slot(self, src_bank: int, src_index: int, dst_bank: int, dst_index: int) -> None:
+        """MOVE an entry so it is never in two slots nor in none."""
+
+    @abstractmethod
+    def write_rule(self, entry: int, rule: RuleEntry) -> None:
+        """WRITE_RULE (also zeroes the entry's hit counter)."""
+
+    @abstractmethod
+    def read_rule(self, entry: int) -> RuleEntry:
+        """READ_RULE."""
+
+    @abstractmethod
+    def clear_table(self) -> None:
+        """CLEAR_TABLE."""
+
+    @abstractmethod
+    def clear_counters(self) -> None:
+        """CLEAR_COUNTERS."""
+
+    @abstractmethod
+    def read_counter(self, counter_id: int) -> int:
+        """One 64-bit counter of §6."""
+
+    @abstractmethod
+    def read_rule_hits(self, entry: int) -> int:
+        """rule_hit[entry]."""
+
+    # -- conveniences with generic implementations; fast backends override -------------
+    def counters(self) -> dict[str, int]:
+        return {name: self.read_counter(i) for i, name in enumerate(COUNTER_NAMES)}
+
+    def rule_hits(self) -> np.ndarray:
+        return np.array([self.read_rule_hits(e) for e in range(self.geometry.rules)], dtype=np.uint64)
+
+    def read_slots(self, banks: np.ndarray, indexes: np.ndarray) -> SlotBatch:
+        """READ_SLOT for many addresses (the relocation search reads a level at a time)."""
+        g = self.geometry
+        n = len(banks)
+        valid = np.zeros(n, dtype=bool)
+        keys = np.zeros((n, g.key_bytes), dtype=np.uint8)
+        values = np.zeros((n, g.value_bytes), dtype=np.uint8)
+        for i, (bank, index) in enumerate(zip(banks, indexes)):
+            ok, key, value = self.read_slot(int(bank), int(index))
+            valid[i] = ok
+            keys[i] = np.frombuffer(key, dtype=np.uint8)
+            values[i] = np.frombuffer(value, dtype=np.uint8)
+        return SlotBatch(valid, keys, values)
+
+    def valid_slots(self, progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, SlotBatch]:
+        """Flat numbers and contents of every valid slot, in flat order (for dumps)."""
+        g = self.geometry
+        numbers = np.arange(g.capacity, dtype=np.int64)
+        banks = np.minimum(numbers // g.rows, g.ways)
+        indexes = np.where(banks < g.ways, numbers % g.rows, numbers - g.way_slots)
+        batch = self.read_slots(banks, indexes)
+        if progress:
+            progress(g.capacity)
+        keep = batch.valid
+        return numbers[keep], SlotBatch(batch.valid[keep], batch.keys[keep], batch.values[keep])
+
+    def load_slots(self, numbers: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+        """WRITE_SLOT each (flat number, key, value) into an empty table (snapshot restore)."""
+        g = self.geometry
+        for number, key, value in zip(numbers, keys, values):
+            number = int(number)
+            bank, index = (number // g.rows, number % g.rows) if number < g.way_slots else (
+                g.ways, number - g.way_slots)
+            self.write_slot(bank, index, True, key.tobytes(), value.tobytes())
+
+    def close(self) -> None:
+        """Release simulator or device resources."""
+
+
+_REGISTRY: dict[str, Callable[[Geometry], Backend]] = {}
+
+
+def register_backend(name: str, factory: Callable[[Geometry], Backend]) -> None:
+    """Make a backend available to KVEngine(backend=name)."""
+    _REGISTRY[name] = factory
+
+
+def available_backends() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def make_backend(name: str, geometry: Geometry) -> Backend:
+    from .errors import KVError
+
+    if name not in _REGISTRY:
+        raise KVError(f"unknown backend {name!r}; available: {', '.join(available_backends())}")
+    return _REGISTRY[name](geometry)
