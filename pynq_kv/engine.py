@@ -101,6 +101,22 @@ class _RuleRecord:
     entries: list[int]
 
 
+def _raw_rows(rows: np.ndarray, nbytes: int, error: type[Exception], what: str) -> np.ndarray:
+    """Raw big-endian rows as they are, once their width is checked."""
+    if rows.shape[1] != nbytes:
+        raise error(f"raw {what} must have {nbytes} bytes per row, got {rows.shape[1]}")
+    return np.ascontiguousarray(rows)
+
+
+def _int_rows(ints: np.ndarray, nbytes: int, error: type[Exception], what: str) -> np.ndarray:
+    """Raw rows from an integer array (at most 64 bits each), refusing what does not fit."""
+    if np.issubdtype(ints.dtype, np.signedinteger) and (ints < 0).any():
+        raise error(f"integer {what} must not be negative")
+    if nbytes < 8 and (ints.astype(np.uint64) >> np.uint64(8 * nbytes)).any():
+        raise error(f"integer {what} must fit {8 * nbytes} bits")
+    return ints_to_raw(ints, nbytes)
+
+
 class KVEngine:
     """Exact-match table plus wildcard rules on one backend ("model", or a registered one)."""
 
@@ -154,13 +170,9 @@ class KVEngine:
         kb = self.geometry.key_bytes
         if isinstance(keys, np.ndarray):
             if keys.dtype == np.uint8 and keys.ndim == 2:
-                if keys.shape[1] != kb:
-                    raise KeyFormatError(f"raw keys must have {kb} bytes per row, got {keys.shape[1]}")
-                return np.ascontiguousarray(keys)
+                return _raw_rows(keys, kb, KeyFormatError, "keys")
             if keys.ndim == 1 and np.issubdtype(keys.dtype, np.integer):
-                if np.issubdtype(keys.dtype, np.signedinteger) and (keys < 0).any():
-                    raise KeyFormatError("integer keys must not be negative")
-                return ints_to_raw(keys, kb)
+                return _int_rows(keys, kb, KeyFormatError, "keys")
             if keys.ndim == 1 and keys.dtype == object:
                 return self.key_format.encode_many(keys.tolist())
             raise KeyFormatError(f"cannot use a {keys.dtype} array of shape {keys.shape} as keys")
@@ -170,18 +182,12 @@ class KVEngine:
         vb = self.geometry.value_bytes
         if isinstance(values, np.ndarray):
             if values.dtype == np.uint8 and values.ndim == 2:
-                if values.shape[1] != vb:
-                    raise ValueFormatError(f"raw values must have {vb} bytes per row, got {values.shape[1]}")
-                return np.ascontiguousarray(values)
+                return _raw_rows(values, vb, ValueFormatError, "values")
             if values.ndim == 1 and np.issubdtype(values.dtype, np.integer):
                 if self.value_kind != "int":
                     raise ValueFormatError("this engine stores byte-string values; integer arrays "
                                            "need value_kind='int' (or pass raw uint8 rows)")
-                if np.issubdtype(values.dtype, np.signedinteger) and (values < 0).any():
-                    raise ValueFormatError("integer values must not be negative")
-                if vb < 8 and (values.astype(np.uint64) >> np.uint64(8 * vb)).any():
-                    raise ValueFormatError(f"integer value does not fit {self.geometry.value_width} bits")
-                return ints_to_raw(values, vb)
+                return _int_rows(values, vb, ValueFormatError, "values")
             if values.ndim == 1 and values.dtype == object:
                 values = values.tolist()
             else:
