@@ -14,7 +14,8 @@ from pynq_kv.geometry import DEFAULT_HASH_SEED, KEY_WIDTHS
 from pynq_kv.hashing import hash_int
 from pynq_kv.keys import KeyFormat
 
-SEEDS = (DEFAULT_HASH_SEED, 0, 0x0123456789ABCDEF)
+# GOLDEN64 makes way 0 start from state 0, the replaced-state case of engine.md §3 step 2.
+SEEDS = (DEFAULT_HASH_SEED, 0, 0x0123456789ABCDEF, 0x9E3779B97F4A7C15)
 WAYS = 8
 
 
