@@ -48,6 +48,9 @@ RETRY_ROUNDS = 4  # rounds of make-room-then-SET for the full keys of one batch 
 SNAPSHOT_VERSION = 1
 VALUE_KINDS = ("bytes", "int")
 
+# The SetStatus codes that call for relocation, as plain ints (Enum lookups cost a microsecond).
+_STASH, _UPDATED, _FULL = int(SetStatus.INSERTED_STASH), int(SetStatus.UPDATED), int(SetStatus.FULL)
+
 KeysArg = Union[np.ndarray, Sequence[KeyLike]]
 ValuesArg = Union[np.ndarray, Sequence[ValueLike]]
 
@@ -222,10 +225,10 @@ class KVEngine:
     def set(self, key: KeyLike, value: ValueLike) -> bool:
         """Store value under key; True when the key is new. TableFull if there is no room."""
         status = self._set_raw(self._one_key(key), self._one_value(value))
-        if status[0] == SetStatus.FULL:
+        if status[0] == _FULL:
             raise TableFull(f"no room for key {key!r}: its {self.geometry.ways} candidate slots "
                             f"and the stash are full (occupancy {self.occupancy().used})")
-        return bool(status[0] != SetStatus.UPDATED)
+        return bool(status[0] != _UPDATED)
 
     def get(self, key: KeyLike) -> Union[bytes, int, None]:
         result = self.backend.get_batch(self._one_key(key))
@@ -282,6 +285,11 @@ class KVEngine:
         """One engine SET batch, then the relocation pass of §8 for its stash and full keys."""
         status = self.backend.set_batch(keys, values)
         if not self.relocation:
+            return status
+        if len(status) == 1:  # the common request-at-a-time case, without array temporaries
+            if status[0] != _STASH and status[0] != _FULL:
+                return status
+        elif not ((status == _STASH) | (status == _FULL)).any():
             return status
         for i in np.flatnonzero(status == SetStatus.INSERTED_STASH):
             self._relocate_from_stash(keys[i])

@@ -29,6 +29,8 @@ from .geometry import Geometry
 from .hashing import hash_keys
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
+# SetStatus codes as plain ints: Enum attribute access costs a microsecond in hot paths.
+_INSERTED, _INSERTED_STASH, _UPDATED, _FULL = (int(s) for s in SetStatus)
 
 
 def _word_dtype(nbytes: int) -> np.dtype:
@@ -212,10 +214,43 @@ class ModelBackend(Backend):
         return LookupResultBatch(kind, values, entry)
 
     def set_batch(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        if len(keys) == 1:
+            return np.array([self._set_one(keys, values)], dtype=np.uint8)
         status = np.empty(len(keys), dtype=np.uint8)
         for start in range(0, len(keys), CHUNK):
             status[start:start + CHUNK] = self._set_chunk(
                 keys[start:start + CHUNK], values[start:start + CHUNK])
+        return status
+
+    def _set_one(self, keys: np.ndarray, values: np.ndarray) -> int:
+        """§5.4 for a single key, step by step: a batch of one costs microseconds, not a
+        vectorized pass (interactive use, request-at-a-time front-ends)."""
+        g = self.geometry
+        item = self._key_items_of(self._key_words(keys))[0]
+        value = self._value_words(values)[0]
+        rows = self._rows(keys)[0]
+        candidates = [way * g.rows + int(rows[way]) for way in range(g.ways)]
+        copies = [slot for slot in candidates if self._valid[slot] and self._key_items[slot] == item]
+        copies += [slot for slot in range(g.way_slots, g.capacity)
+                   if self._valid[slot] and self._key_items[slot] == item]
+        if copies:
+            self._values[copies] = value
+            self._count("updates", 1)
+            return _UPDATED
+        free = [slot for slot in candidates if not self._valid[slot]]
+        status = _INSERTED
+        if not free:
+            free = [slot for slot in range(g.way_slots, g.capacity) if not self._valid[slot]]
+            status = _INSERTED_STASH
+        if not free:
+            self._count("insert_failures", 1)
+            return _FULL
+        slot = free[0]
+        self._keys[slot] = self._key_words(keys)[0]
+        self._values[slot] = value
+        self._valid[slot] = True
+        self._count("inserts", 1)
+        self._count("occupancy", 1)
         return status
 
     def _set_chunk(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
