@@ -13,6 +13,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from . import regmap
 from .geometry import Geometry
 
 MASK64 = (1 << 64) - 1
@@ -21,42 +22,30 @@ MASK64 = (1 << 64) - 1
 class SetStatus(IntEnum):
     """Result of one SET (§5.4)."""
 
-    INSERTED = 0
-    INSERTED_STASH = 1
-    UPDATED = 2
-    FULL = 3
+    INSERTED = regmap.ST_SET_INSERTED
+    INSERTED_STASH = regmap.ST_SET_INSERTED_STASH
+    UPDATED = regmap.ST_SET_UPDATED
+    FULL = regmap.ST_SET_FULL
 
 
 class DelStatus(IntEnum):
     """Result of one DEL (§5.5)."""
 
-    DELETED = 0
-    NOT_FOUND = 1
+    DELETED = regmap.ST_DEL_DELETED
+    NOT_FOUND = regmap.ST_DEL_NOT_FOUND
 
 
 class MatchKind(IntEnum):
     """Kind of a LOOKUP answer (§5.3)."""
 
-    MISS = 0
-    EXACT = 1
-    RULE = 2
+    MISS = regmap.ST_MATCH_MISS
+    EXACT = regmap.ST_MATCH_EXACT
+    RULE = regmap.ST_MATCH_RULE
 
 
-# Counter ids of §6, in register order.
-COUNTER_NAMES = (
-    "lookups",
-    "exact_hits",
-    "rule_hits",
-    "misses",
-    "inserts",
-    "updates",
-    "insert_failures",
-    "deletes",
-    "delete_misses",
-    "cmd_errors",
-    "occupancy",
-)
-COUNTER_IDS = {name: index for index, name in enumerate(COUNTER_NAMES)}
+# Counter ids of §6, in register order (from the one register-map source).
+COUNTER_NAMES = regmap.COUNTER_NAMES
+COUNTER_IDS = regmap.COUNTER_IDS
 
 
 class GetResult(NamedTuple):
