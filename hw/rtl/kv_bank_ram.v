@@ -1,0 +1,94 @@
+/*
+
+pynq-kv: one hash bank of the exact table (docs/rtl.md)
+
+*/
+
+// Language: Verilog 2001
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+/*
+ * Simple dual-port RAM, one write port and one read port on the same clock,
+ * written in the template Yosys and Vivado infer as block RAM (RAMB36E2 /
+ * URAM when wide and deep enough).
+ *
+ * Read latency is RD_LAT clock cycles (1: registered read data; 2: one more
+ * output register, the BRAM DOB register).  A read and a write of the same
+ * address in the same cycle return the OLD data (read-first) in simulation;
+ * the engine never relies on either collision behaviour: it forwards every
+ * write still in flight (kv_engine forwarding window), so read-first,
+ * write-first and "no change" RAMs all give the same results.
+ *
+ * Contents start at zero (initial block: an init value for FPGA RAMs) so
+ * that simulation never reads X; the engine also clears the table with a
+ * sweep after reset.
+ */
+module kv_bank_ram #
+(
+    // Word width in bits (valid + key + value for the engine): >= 1
+    parameter WIDTH = 321,
+    // Address width in bits, depth = 2^ADDR_W words: 1 to 24
+    parameter ADDR_W = 10,
+    // Read latency in clock cycles: 1 or 2
+    parameter RD_LAT = 1
+)
+(
+    input  wire              clk,
+
+    input  wire              wr_en,
+    input  wire [ADDR_W-1:0] wr_addr,
+    input  wire [WIDTH-1:0]  wr_data,
+
+    input  wire [ADDR_W-1:0] rd_addr,
+    output wire [WIDTH-1:0]  rd_data
+);
+
+// check configuration
+initial begin
+    if (WIDTH < 1) begin
+        $error("Error: WIDTH must be at least 1 (instance %m)");
+        $finish;
+    end
+    if (ADDR_W < 1 || ADDR_W > 24) begin
+        $error("Error: ADDR_W must be 1 to 24 (instance %m)");
+        $finish;
+    end
+    if (RD_LAT != 1 && RD_LAT != 2) begin
+        $error("Error: RD_LAT must be 1 or 2 (instance %m)");
+        $finish;
+    end
+end
+
+reg [WIDTH-1:0] mem [0:(2**ADDR_W)-1];
+reg [WIDTH-1:0] rd_data_reg;
+reg [WIDTH-1:0] rd_data_pipe_reg;
+
+integer i;
+
+initial begin
+    for (i = 0; i < 2**ADDR_W; i = i + 1) begin
+        mem[i] = {WIDTH{1'b0}};
+    end
+    rd_data_reg = {WIDTH{1'b0}};
+    rd_data_pipe_reg = {WIDTH{1'b0}};
+end
+
+always @(posedge clk) begin
+    if (wr_en) begin
+        mem[wr_addr] <= wr_data;
+    end
+end
+
+always @(posedge clk) begin
+    rd_data_reg <= mem[rd_addr];
+    rd_data_pipe_reg <= rd_data_reg;
+end
+
+assign rd_data = (RD_LAT == 2) ? rd_data_pipe_reg : rd_data_reg;
+
+endmodule
+
+`resetall

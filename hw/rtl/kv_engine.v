@@ -1,0 +1,1183 @@
+/*
+
+pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
+
+*/
+
+// Language: Verilog 2001
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+/*
+ * Lookup engine
+ *
+ * One request per clock on s_axis_req_*, one response per request on
+ * m_axis_rsp_*, in request order, with a fixed latency of LATENCY clock
+ * cycles when the response stream is not back-pressured: a request accepted
+ * at rising edge n has its response valid on m_axis_rsp_* at edge n+LATENCY
+ * (a handshake there if tready is high).
+ * s_axis_req_tuser (TAG_W bits) comes back on m_axis_rsp_tuser.
+ *
+ * Admission is credit based: a request is accepted only while the number of
+ * requests accepted and not yet answered is below RSP_FIFO_DEPTH, so the
+ * pipeline never stalls and the response FIFO never overflows.  tready is
+ * also low while the table is being cleared (CLEAR_TABLE and after reset: a
+ * sweep of ROWS cycles writing every row of every way invalid).
+ *
+ * Stream layouts, opcodes, status codes and counter ids come from the
+ * generated kv_regs.vh (hw/regmap); the initial block checks the widths.
+ * Request tdata (fields from bit 0 up; widths fixed, offsets as docs/rtl.md):
+ *   op 5 | flag 1 | bank 4 | index 24 | bank2 4 | index2 24 | entry 12 |
+ *   prio 32 | key KEY_W | mask KEY_W | value VALUE_W
+ * READ_COUNTER takes the counter id in `index`.
+ *
+ * Response tdata:
+ *   op 5 | status 4 | flag 1 | entry 12 | prio 32 | data64 64 |
+ *   key KEY_W | mask KEY_W | value VALUE_W
+ * status: GET/LOOKUP MatchKind (0 MISS, 1 EXACT, 2 RULE), SET SetStatus
+ * (0 INSERTED, 1 INSERTED_STASH, 2 UPDATED, 3 FULL), DEL DelStatus
+ * (0 DELETED, 1 NOT_FOUND), control operations 0 = done, 15 = refused
+ * (counts cmd_errors; also every unknown opcode).  Fields an operation does
+ * not define are zero.
+ *   GET/LOOKUP hit: value; LOOKUP RULE: entry, prio (of the winning entry),
+ *   value.  READ_SLOT: flag = valid, key, value.  READ_RULE: flag = valid,
+ *   entry, prio, key = match, mask, value.  READ_COUNTER / READ_RULE_HITS:
+ *   data64.  Other operations echo nothing.
+ *
+ * Pipeline (stage s = cycles after the request was registered in stage 0):
+ *   0                 request register; rule match (kv_rule_match), which is
+ *                     also where WRITE_RULE updates match/mask/prio/valid
+ *   0 .. H            kv_h3_hash, rows at stage H = HASH_STAGES
+ *   H+1               per-way address: the key's row, or the control address
+ *   A = E-RAM_LAT     bank RAM read (one kv_bank_ram per way)
+ *   1 .. V            priority tree (kv_prio_tree), V = 1 + tree latency;
+ *                     the rule value RAM is read (winner or READ_RULE entry)
+ *                     and written (WRITE_RULE) at V
+ *   E                 execute: forwarding, compare ways and stash, decide,
+ *                     counters, stash and rule hit counters update, response
+ *   E+1               way writes presented to the RAMs; response in FIFO
+ *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2.
+ *
+ * Hazards: a request reads a way RAM RAM_LAT cycles before it executes, so
+ * the writes of the RAM_LAT + 1 requests executed just before it may be
+ * missing from what it read.  Those writes are kept (per way: enable, row,
+ * word) in a forwarding window; at execute each way takes the newest window
+ * write to its row, else the RAM output.  The stash, the counters and the
+ * rule hit counters are registers updated at execute; the rule table is
+ * updated at stage 0 and the rule values at stage V, where they are also
+ * read, so every request sees exactly the state left by the requests ahead
+ * of it (engine.md §5).  Nothing ever stalls the pipeline.
+ */
+module kv_engine #
+(
+    // Key width in bits (engine.md §1): 144, 288, 576 or 1152
+    parameter KEY_W = 288,
+    // Value width in bits: multiple of 32, 32 to 512
+    parameter VALUE_W = 32,
+    // Hash banks (ways), one RAM each: 2 to 8
+    parameter WAYS = 4,
+    // Rows per bank: power of two, 2 to 2^24
+    parameter ROWS = 1024,
+    // Fully-associative overflow (stash) entries, in registers: 0 to 64
+    parameter STASH = 8,
+    // Wildcard rule entries: 0 to 4096 (0: no rule table, rule operations refused)
+    parameter RULES = 16,
+    // Rule priority width in bits: 1 to 32
+    parameter PRIO_W = 16,
+    // 64-bit seed of the hash family (engine.md §3)
+    parameter [63:0] HASH_SEED = 64'h70796E712D6B7631,
+    // Width of the request tag (tuser) returned with each response: >= 1
+    parameter TAG_W = 8,
+    // Pipeline stages of the hash unit (kv_h3_hash STAGES): 1 to 6
+    parameter HASH_STAGES = 2,
+    // Bank RAM read latency: 1, or 2 for the BRAM output register
+    parameter RAM_LAT = 1,
+    // Priority tree compare levels per pipeline stage: >= 1
+    parameter TREE_LEVELS_PER_STAGE = 2,
+    // Response FIFO depth (also the admission credit): > LATENCY for full
+    // throughput, >= 2
+    parameter RSP_FIFO_DEPTH = 16,
+    // Request tdata width: derived, do not override
+    parameter REQ_W = 106 + 2*KEY_W + VALUE_W,
+    // Response tdata width: derived, do not override
+    parameter RSP_W = 118 + 2*KEY_W + VALUE_W,
+    // Number of 64-bit counters on stat_counters: must equal KV_NUM_COUNTERS (checked)
+    parameter NUM_COUNTERS = 11
+)
+(
+    input  wire                 clk,
+    input  wire                 rst,
+
+    /*
+     * Request stream
+     */
+    input  wire [REQ_W-1:0]     s_axis_req_tdata,
+    input  wire                 s_axis_req_tvalid,
+    output wire                 s_axis_req_tready,
+    input  wire [TAG_W-1:0]     s_axis_req_tuser,
+
+    /*
+     * Response stream
+     */
+    output wire [RSP_W-1:0]     m_axis_rsp_tdata,
+    output wire                 m_axis_rsp_tvalid,
+    input  wire                 m_axis_rsp_tready,
+    output wire [TAG_W-1:0]     m_axis_rsp_tuser,
+
+    /*
+     * Counters of engine.md §6 for the CSR block, counter c at [64*c +: 64]
+     */
+    output wire [NUM_COUNTERS*64-1:0] stat_counters
+);
+
+function integer clog2(input integer n);
+    integer v;
+    begin
+        clog2 = 0;
+        v = 1;
+        while (v < n) begin
+            v = v * 2;
+            clog2 = clog2 + 1;
+        end
+    end
+endfunction
+
+function integer max2(input integer a, input integer b);
+    begin
+        max2 = (a > b) ? a : b;
+    end
+endfunction
+
+// register map and stream layout, generated from hw/regmap/kv_regs.json
+// (opcodes KV_OP_*, status codes KV_ST_*, counter ids KV_CNT_*, tdata fields KV_REQ_*/KV_RSP_*)
+`include "kv_regs.vh"
+
+// opcodes (docs/rtl.md)
+localparam [4:0] OP_GET = KV_OP_GET;
+localparam [4:0] OP_LOOKUP = KV_OP_LOOKUP;
+localparam [4:0] OP_SET = KV_OP_SET;
+localparam [4:0] OP_DEL = KV_OP_DEL;
+localparam [4:0] OP_READ_SLOT = KV_OP_READ_SLOT;
+localparam [4:0] OP_WRITE_SLOT = KV_OP_WRITE_SLOT;
+localparam [4:0] OP_MOVE = KV_OP_MOVE;
+localparam [4:0] OP_WRITE_RULE = KV_OP_WRITE_RULE;
+localparam [4:0] OP_READ_RULE = KV_OP_READ_RULE;
+localparam [4:0] OP_CLEAR_TABLE = KV_OP_CLEAR_TABLE;
+localparam [4:0] OP_CLEAR_COUNTERS = KV_OP_CLEAR_COUNTERS;
+localparam [4:0] OP_READ_COUNTER = KV_OP_READ_COUNTER;
+localparam [4:0] OP_READ_RULE_HITS = KV_OP_READ_RULE_HITS;
+
+// response status codes
+localparam [3:0] ST_OK = KV_ST_OK;
+localparam [3:0] ST_MISS = KV_ST_MATCH_MISS;
+localparam [3:0] ST_EXACT = KV_ST_MATCH_EXACT;
+localparam [3:0] ST_RULE = KV_ST_MATCH_RULE;
+localparam [3:0] ST_INSERTED = KV_ST_SET_INSERTED;
+localparam [3:0] ST_INSERTED_STASH = KV_ST_SET_INSERTED_STASH;
+localparam [3:0] ST_UPDATED = KV_ST_SET_UPDATED;
+localparam [3:0] ST_FULL = KV_ST_SET_FULL;
+localparam [3:0] ST_DELETED = KV_ST_DEL_DELETED;
+localparam [3:0] ST_NOT_FOUND = KV_ST_DEL_NOT_FOUND;
+localparam [3:0] ST_REFUSED = KV_ST_REFUSED;
+
+// counter ids (engine.md §6)
+localparam C_LOOKUPS = KV_CNT_LOOKUPS;
+localparam C_EXACT_HITS = KV_CNT_EXACT_HITS;
+localparam C_RULE_HITS = KV_CNT_RULE_HITS;
+localparam C_MISSES = KV_CNT_MISSES;
+localparam C_INSERTS = KV_CNT_INSERTS;
+localparam C_UPDATES = KV_CNT_UPDATES;
+localparam C_INSERT_FAILURES = KV_CNT_INSERT_FAILURES;
+localparam C_DELETES = KV_CNT_DELETES;
+localparam C_DELETE_MISSES = KV_CNT_DELETE_MISSES;
+localparam C_CMD_ERRORS = KV_CNT_CMD_ERRORS;
+localparam C_OCCUPANCY = KV_CNT_OCCUPANCY;
+localparam NCNT = KV_NUM_COUNTERS;
+
+// request fields (the widths are fixed by docs/rtl.md; checked below)
+localparam RQ_OP = KV_REQ_OP_LSB;
+localparam RQ_FLAG = KV_REQ_FLAG_LSB;
+localparam RQ_BANK = KV_REQ_BANK_LSB;
+localparam RQ_INDEX = KV_REQ_INDEX_LSB;
+localparam RQ_BANK2 = KV_REQ_BANK2_LSB;
+localparam RQ_INDEX2 = KV_REQ_INDEX2_LSB;
+localparam RQ_ENTRY = KV_REQ_ENTRY_LSB;
+localparam RQ_PRIO = KV_REQ_PRIO_LSB;
+localparam RQ_KEY = KV_REQ_KEY_LSB;
+localparam RQ_MASK = KV_REQ_MASK_LSB;
+localparam RQ_VALUE = KV_REQ_VALUE_LSB;
+
+// response fields
+localparam RS_OP = KV_RSP_OP_LSB;
+localparam RS_STATUS = KV_RSP_STATUS_LSB;
+localparam RS_FLAG = KV_RSP_FLAG_LSB;
+localparam RS_ENTRY = KV_RSP_ENTRY_LSB;
+localparam RS_PRIO = KV_RSP_PRIO_LSB;
+localparam RS_DATA64 = KV_RSP_DATA64_LSB;
+localparam RS_KEY = KV_RSP_KEY_LSB;
+localparam RS_MASK = KV_RSP_MASK_LSB;
+localparam RS_VALUE = KV_RSP_VALUE_LSB;
+
+// geometry
+localparam ROW_BITS = clog2(ROWS);
+localparam ENT_W = 1 + KEY_W + VALUE_W;            // bank word: {valid, key, value}
+localparam STASH_N = (STASH > 0) ? STASH : 1;      // array size (unused entry when STASH = 0)
+localparam RULES_N = (RULES > 0) ? RULES : 1;
+localparam RIDX_W = (RULES > 1) ? clog2(RULES) : 1;
+
+// pipeline
+localparam TREE_LEVELS = (RULES_N > 1) ? clog2(RULES_N) : 1;
+localparam TREE_LAT = (TREE_LEVELS + TREE_LEVELS_PER_STAGE - 1) / TREE_LEVELS_PER_STAGE;
+localparam H_ST = HASH_STAGES;                      // rows from the hash unit
+localparam V_ST = 1 + TREE_LAT;                     // tree output, rule value RAM read
+localparam E_ST = max2(H_ST + 1 + RAM_LAT, V_ST + 2);  // execute
+localparam A_ST = E_ST - RAM_LAT;                   // bank RAM read address
+localparam NST = E_ST + 1;                          // stages 0 .. E
+localparam WIN = RAM_LAT + 1;                       // forwarding window (writes)
+/* verilator lint_off UNUSEDPARAM */
+// response latency in cycles, documented in the header (and checked by the testbench)
+localparam LATENCY = E_ST + 2;
+/* verilator lint_on UNUSEDPARAM */
+localparam CNT_W = clog2(RSP_FIFO_DEPTH + 1);
+localparam FIFO_AW = (RSP_FIFO_DEPTH > 1) ? clog2(RSP_FIFO_DEPTH) : 1;
+localparam FIFO_W = RSP_W + TAG_W;
+
+// sized constants for address checks
+localparam [24:0] ROWS_C = ROWS;
+localparam [ROW_BITS-1:0] LAST_ROW = {ROW_BITS{1'b1}};    // ROWS - 1
+localparam [24:0] STASH_C = STASH;
+localparam [12:0] RULES_C = RULES;
+localparam [3:0] WAYS_C = WAYS;
+
+// check configuration
+initial begin
+    if (KEY_W != 144 && KEY_W != 288 && KEY_W != 576 && KEY_W != 1152) begin
+        $error("Error: KEY_W must be 144, 288, 576 or 1152 (instance %m)");
+        $finish;
+    end
+    if (VALUE_W < 32 || VALUE_W > 512 || VALUE_W % 32 != 0) begin
+        $error("Error: VALUE_W must be a multiple of 32 from 32 to 512 (instance %m)");
+        $finish;
+    end
+    if (WAYS < 2 || WAYS > 8) begin
+        $error("Error: WAYS must be 2 to 8 (instance %m)");
+        $finish;
+    end
+    if (ROWS < 2 || ROWS > 2**24 || (ROWS & (ROWS - 1)) != 0) begin
+        $error("Error: ROWS must be a power of two from 2 to 2^24 (instance %m)");
+        $finish;
+    end
+    if (STASH < 0 || STASH > 64) begin
+        $error("Error: STASH must be 0 to 64 (instance %m)");
+        $finish;
+    end
+    if (RULES < 0 || RULES > 4096) begin
+        $error("Error: RULES must be 0 to 4096 (instance %m)");
+        $finish;
+    end
+    if (PRIO_W < 1 || PRIO_W > 32) begin
+        $error("Error: PRIO_W must be 1 to 32 (instance %m)");
+        $finish;
+    end
+    if (TAG_W < 1) begin
+        $error("Error: TAG_W must be at least 1 (instance %m)");
+        $finish;
+    end
+    if (HASH_STAGES < 1 || HASH_STAGES > 6) begin
+        $error("Error: HASH_STAGES must be 1 to 6 (instance %m)");
+        $finish;
+    end
+    if (RAM_LAT != 1 && RAM_LAT != 2) begin
+        $error("Error: RAM_LAT must be 1 or 2 (instance %m)");
+        $finish;
+    end
+    if (TREE_LEVELS_PER_STAGE < 1) begin
+        $error("Error: TREE_LEVELS_PER_STAGE must be at least 1 (instance %m)");
+        $finish;
+    end
+    if (RSP_FIFO_DEPTH < 2) begin
+        $error("Error: RSP_FIFO_DEPTH must be at least 2 (instance %m)");
+        $finish;
+    end
+    if (REQ_W != KV_REQ_W || RSP_W != KV_RSP_W ||
+            KV_REQ_OP_W != 5 || KV_REQ_FLAG_W != 1 || KV_REQ_BANK_W != 4 || KV_REQ_INDEX_W != 24 ||
+            KV_REQ_BANK2_W != 4 || KV_REQ_INDEX2_W != 24 || KV_REQ_ENTRY_W != 12 || KV_REQ_PRIO_W != 32 ||
+            KV_RSP_OP_W != 5 || KV_RSP_STATUS_W != 4 || KV_RSP_FLAG_W != 1 || KV_RSP_ENTRY_W != 12 ||
+            KV_RSP_PRIO_W != 32 || KV_RSP_DATA64_W != 64 || NCNT != 11 ||
+            NUM_COUNTERS != NCNT) begin
+        $error("Error: REQ_W/RSP_W overridden, or kv_regs.vh does not match this engine (instance %m)");
+        $finish;
+    end
+end
+
+/*
+ * Admission: credits, clear sweep
+ */
+reg [CNT_W-1:0] pend_reg;          // accepted requests whose response was not yet taken
+reg ready_reg;
+reg busy_reg;                      // CLEAR_TABLE accepted / sweep running (also after reset)
+reg sweep_reg;                     // sweep writing invalid words into every way
+reg [ROW_BITS-1:0] sweep_row_reg;
+
+wire accept = s_axis_req_tvalid && ready_reg;
+wire rsp_take = m_axis_rsp_tvalid && m_axis_rsp_tready;
+wire [4:0] in_op = s_axis_req_tdata[RQ_OP +: 5];
+
+assign s_axis_req_tready = ready_reg;
+
+/*
+ * Request pipeline registers, stages 0 .. E (flat vectors, stage s at s*W)
+ */
+reg [NST-1:0]          p_valid;
+reg [NST*5-1:0]        p_op;
+reg [NST-1:0]          p_flag;
+reg [NST*4-1:0]        p_bank;
+reg [NST*24-1:0]       p_index;
+reg [NST*4-1:0]        p_bank2;
+reg [NST*24-1:0]       p_index2;
+reg [NST*12-1:0]       p_entry;
+reg [NST*32-1:0]       p_prio;
+reg [NST*KEY_W-1:0]    p_key;
+reg [NST*KEY_W-1:0]    p_mask;
+reg [NST*VALUE_W-1:0]  p_value;
+reg [NST*TAG_W-1:0]    p_tag;
+// per-way bank address, valid from stage H+1
+reg [NST*WAYS*ROW_BITS-1:0] p_addr;
+// rule result: hit, winning index, its priority (from stage V+1), its value (from V+2)
+reg [NST-1:0]          p_rhit;
+reg [NST*RIDX_W-1:0]   p_ridx;
+reg [NST*PRIO_W-1:0]   p_rprio;
+reg [NST*VALUE_W-1:0]  p_rvalue;
+
+// stage-0 views
+wire              s0_valid = p_valid[0];
+wire [4:0]        s0_op = p_op[0 +: 5];
+wire [KEY_W-1:0]  s0_key = p_key[0 +: KEY_W];
+wire [KEY_W-1:0]  s0_mask = p_mask[0 +: KEY_W];
+wire [11:0]       s0_entry = p_entry[0 +: 12];
+wire [31:0]       s0_prio = p_prio[0 +: 32];
+
+// WRITE_RULE acceptance test (engine.md §5.6), same function at every stage
+function rule_write_ok(input [11:0] entry, input [31:0] prio);
+    begin
+        rule_write_ok = ({1'b0, entry} < RULES_C) && ((prio >> PRIO_W) == 32'd0);
+    end
+endfunction
+
+/*
+ * Hash unit: rows of every way at stage H
+ */
+wire [WAYS*ROW_BITS-1:0] hash_rows;
+wire hash_valid_unused;
+wire hash_user_unused;
+
+kv_h3_hash #(
+    .KEY_W(KEY_W),
+    .WAYS(WAYS),
+    .ROW_BITS(ROW_BITS),
+    .HASH_SEED(HASH_SEED),
+    .STAGES(HASH_STAGES),
+    .USER_W(1)
+)
+hash_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_valid(s0_valid),
+    .s_key(s0_key),
+    .s_user(1'b0),
+    .m_valid(hash_valid_unused),
+    .m_rows(hash_rows),
+    .m_user(hash_user_unused)
+);
+
+/*
+ * Rules: match at stage 0, priority tree to stage V, value RAM at V
+ */
+wire                 rm_rd_valid;
+wire [KEY_W-1:0]     rm_rd_match;
+wire [KEY_W-1:0]     rm_rd_mask;
+wire [PRIO_W-1:0]    rm_rd_prio;
+wire                 tree_valid;
+wire [RIDX_W-1:0]    tree_idx;
+wire [PRIO_W-1:0]    tree_prio;
+reg  [VALUE_W-1:0]   rule_value_q;     // value RAM output, stage V+1
+
+wire [4:0]           v_op = p_op[V_ST*5 +: 5];
+wire                 v_rule_wr = p_valid[V_ST] && v_op == OP_WRITE_RULE &&
+                                 rule_write_ok(p_entry[V_ST*12 +: 12], p_prio[V_ST*32 +: 32]);
+
+generate
+    if (RULES > 0) begin : rules
+        wire [RULES-1:0] rm_hit;
+        wire [RULES*PRIO_W-1:0] rm_prio;
+
+        kv_rule_match #(
+            .KEY_W(KEY_W),
+            .RULES(RULES),
+            .PRIO_W(PRIO_W),
+            .ENTRY_W(12)
+        )
+        match_inst (
+            .clk(clk),
+            .rst(rst),
+            .lookup_key(s0_key),
+            .hit(rm_hit),
+            .prio(rm_prio),
+            .wr_en(s0_valid && s0_op == OP_WRITE_RULE && rule_write_ok(s0_entry, s0_prio)),
+            .wr_entry(s0_entry),
+            .wr_valid(p_flag[0]),
+            .wr_match(s0_key),
+            .wr_mask(s0_mask),
+            .wr_prio(s0_prio[PRIO_W-1:0]),
+            .rd_entry(s0_entry),
+            .rd_valid(rm_rd_valid),
+            .rd_match(rm_rd_match),
+            .rd_mask(rm_rd_mask),
+            .rd_prio(rm_rd_prio)
+        );
+
+        kv_prio_tree #(
+            .N(RULES),
+            .PRIO_W(PRIO_W),
+            .IDX_W(RIDX_W),
+            .LEVELS_PER_STAGE(TREE_LEVELS_PER_STAGE)
+        )
+        tree_inst (
+            .clk(clk),
+            .in_valid(rm_hit),
+            .in_prio(rm_prio),
+            .out_valid(tree_valid),
+            .out_idx(tree_idx),
+            .out_prio(tree_prio)
+        );
+
+        // rule values: written by WRITE_RULE and read at stage V (same stage, so in order)
+        reg [VALUE_W-1:0] value_mem [0:RULES-1];
+        wire [RIDX_W-1:0] v_rd_addr = (v_op == OP_READ_RULE) ? p_entry[V_ST*12 +: RIDX_W] : tree_idx;
+        integer i;
+
+        initial begin
+            for (i = 0; i < RULES; i = i + 1) begin
+                value_mem[i] = {VALUE_W{1'b0}};
+            end
+        end
+
+        always @(posedge clk) begin
+            if (v_rule_wr) begin
+                value_mem[p_entry[V_ST*12 +: RIDX_W]] <= p_value[V_ST*VALUE_W +: VALUE_W];
+            end
+            rule_value_q <= value_mem[v_rd_addr];
+        end
+    end else begin : no_rules
+        assign rm_rd_valid = 1'b0;
+        assign rm_rd_match = {KEY_W{1'b0}};
+        assign rm_rd_mask = {KEY_W{1'b0}};
+        assign rm_rd_prio = {PRIO_W{1'b0}};
+        assign tree_valid = 1'b0;
+        assign tree_idx = {RIDX_W{1'b0}};
+        assign tree_prio = {PRIO_W{1'b0}};
+        always @(posedge clk) begin
+            rule_value_q <= {VALUE_W{1'b0}};
+        end
+    end
+endgenerate
+
+/*
+ * Bank RAMs: read at stage A, written from the newest forwarding-window entry
+ */
+// forwarding window: entry 0 is the write presented to the RAMs this cycle
+// (made by the request executed last cycle), entry j the one before that
+reg [WIN*WAYS-1:0]          win_we;
+reg [WIN*WAYS*ROW_BITS-1:0] win_addr;
+reg [WIN*WAYS*ENT_W-1:0]    win_data;
+
+wire [WAYS*ENT_W-1:0] ram_q;
+
+genvar gw;
+
+generate
+    for (gw = 0; gw < WAYS; gw = gw + 1) begin : bank
+        kv_bank_ram #(
+            .WIDTH(ENT_W),
+            .ADDR_W(ROW_BITS),
+            .RD_LAT(RAM_LAT)
+        )
+        ram_inst (
+            .clk(clk),
+            .wr_en(sweep_reg || win_we[gw]),
+            .wr_addr(sweep_reg ? sweep_row_reg : win_addr[gw*ROW_BITS +: ROW_BITS]),
+            .wr_data(sweep_reg ? {ENT_W{1'b0}} : win_data[gw*ENT_W +: ENT_W]),
+            .rd_addr(p_addr[(A_ST*WAYS + gw)*ROW_BITS +: ROW_BITS]),
+            .rd_data(ram_q[gw*ENT_W +: ENT_W])
+        );
+    end
+endgenerate
+
+/*
+ * Stash, counters, rule hit counters (registers, updated at execute)
+ */
+reg [STASH_N-1:0]          st_valid;
+reg [STASH_N*KEY_W-1:0]    st_key;
+reg [STASH_N*VALUE_W-1:0]  st_value;
+reg [NCNT*64-1:0]          counters;
+assign stat_counters = counters;
+reg [RULES_N*64-1:0]       rule_hits;
+
+/*
+ * Execute (stage E)
+ */
+wire              e_valid = p_valid[E_ST];
+wire [4:0]        e_op = p_op[E_ST*5 +: 5];
+wire              e_flag = p_flag[E_ST];
+wire [3:0]        e_bank = p_bank[E_ST*4 +: 4];
+wire [23:0]       e_index = p_index[E_ST*24 +: 24];
+wire [3:0]        e_bank2 = p_bank2[E_ST*4 +: 4];
+wire [23:0]       e_index2 = p_index2[E_ST*24 +: 24];
+wire [11:0]       e_entry = p_entry[E_ST*12 +: 12];
+wire [31:0]       e_prio = p_prio[E_ST*32 +: 32];
+wire [KEY_W-1:0]  e_key = p_key[E_ST*KEY_W +: KEY_W];
+wire [KEY_W-1:0]  e_mask = p_mask[E_ST*KEY_W +: KEY_W];
+wire [VALUE_W-1:0] e_value = p_value[E_ST*VALUE_W +: VALUE_W];
+wire [TAG_W-1:0]  e_tag = p_tag[E_ST*TAG_W +: TAG_W];
+wire [WAYS*ROW_BITS-1:0] e_addr = p_addr[E_ST*WAYS*ROW_BITS +: WAYS*ROW_BITS];
+wire              e_rhit = p_rhit[E_ST];
+wire [RIDX_W-1:0] e_ridx = p_ridx[E_ST*RIDX_W +: RIDX_W];
+wire [PRIO_W-1:0] e_rprio = p_rprio[E_ST*PRIO_W +: PRIO_W];
+wire [VALUE_W-1:0] e_rvalue = p_rvalue[E_ST*VALUE_W +: VALUE_W];
+
+// way words after forwarding
+reg [WAYS*ENT_W-1:0] fwd;
+
+// decisions
+reg [WAYS-1:0]          wr_we;          // way writes (at the way's address e_addr)
+reg [WAYS*ENT_W-1:0]    wr_data;
+reg [STASH_N-1:0]       st_we;
+reg [STASH_N*ENT_W-1:0] st_wdata;
+reg [NCNT-1:0]          cnt_inc;        // counters to increment by one
+reg                     occ_set;        // occupancy <= occ_next
+reg [63:0]              occ_next;
+reg                     do_clear_table;
+reg                     do_clear_counters;
+reg                     rh_inc;         // rule_hits[e_ridx] += 1
+reg                     rh_zero;        // rule_hits[e_entry] <= 0
+
+// response fields
+reg [3:0]         r_status;
+reg               r_flag;
+reg [11:0]        r_entry;
+reg [31:0]        r_prio;
+reg [63:0]        r_data64;
+reg [KEY_W-1:0]   r_key;
+reg [KEY_W-1:0]   r_mask;
+reg [VALUE_W-1:0] r_value;
+
+// work variables of the execute logic
+reg [WAYS-1:0]    way_hit;
+reg [STASH_N-1:0] st_hit;
+reg               found;
+reg [VALUE_W-1:0] found_value;
+reg               free_way_found;
+reg [3:0]         free_way;
+reg               free_st_found;
+reg [6:0]         free_st;
+reg               addr1_ok, addr2_ok;
+reg [ENT_W-1:0]   slot1, slot2;     // contents of (bank, index) and (bank2, index2)
+reg [6:0]         copies;
+reg [63:0]        occ;
+
+integer w, j, i, c;
+
+// slot address check (engine.md §4)
+function addr_ok(input [3:0] f_bank, input [23:0] f_index);
+    begin
+        addr_ok = (f_bank < WAYS_C && {1'b0, f_index} < ROWS_C) ||
+                  (f_bank == WAYS_C && {1'b0, f_index} < STASH_C);
+    end
+endfunction
+
+always @* begin
+    // loop variables start defined on every path (no latch is inferred for them)
+    c = 0;
+    // forwarding: newest window write to the same row wins over the RAM word
+    fwd = ram_q;
+    for (w = 0; w < WAYS; w = w + 1) begin
+        for (j = WIN-1; j >= 0; j = j - 1) begin
+            if (win_we[j*WAYS + w] &&
+                    win_addr[(j*WAYS + w)*ROW_BITS +: ROW_BITS] == e_addr[w*ROW_BITS +: ROW_BITS]) begin
+                fwd[w*ENT_W +: ENT_W] = win_data[(j*WAYS + w)*ENT_W +: ENT_W];
+            end
+        end
+    end
+
+    // exact search (engine.md §5.1): candidate slots then stash
+    for (w = 0; w < WAYS; w = w + 1) begin
+        way_hit[w] = fwd[w*ENT_W + ENT_W - 1] && fwd[w*ENT_W + VALUE_W +: KEY_W] == e_key;
+    end
+    for (i = 0; i < STASH_N; i = i + 1) begin
+        st_hit[i] = (STASH > 0) && st_valid[i] && st_key[i*KEY_W +: KEY_W] == e_key;
+    end
+    found = 1'b0;
+    found_value = {VALUE_W{1'b0}};
+    for (i = STASH_N-1; i >= 0; i = i - 1) begin
+        if (st_hit[i]) begin
+            found = 1'b1;
+            found_value = st_value[i*VALUE_W +: VALUE_W];
+        end
+    end
+    for (w = WAYS-1; w >= 0; w = w - 1) begin
+        if (way_hit[w]) begin
+            found = 1'b1;
+            found_value = fwd[w*ENT_W +: VALUE_W];
+        end
+    end
+    copies = 7'd0;
+    for (w = 0; w < WAYS; w = w + 1) begin
+        copies = copies + {6'd0, way_hit[w]};
+    end
+    for (i = 0; i < STASH_N; i = i + 1) begin
+        copies = copies + {6'd0, st_hit[i]};
+    end
+    free_way_found = 1'b0;
+    free_way = 4'd0;
+    for (w = WAYS-1; w >= 0; w = w - 1) begin
+        if (!fwd[w*ENT_W + ENT_W - 1]) begin
+            free_way_found = 1'b1;
+            free_way = w[3:0];
+        end
+    end
+    free_st_found = 1'b0;
+    free_st = 7'd0;
+    for (i = STASH_N-1; i >= 0; i = i - 1) begin
+        if (STASH > 0 && !st_valid[i]) begin
+            free_st_found = 1'b1;
+            free_st = i[6:0];
+        end
+    end
+
+    // control addresses and the slots they name
+    addr1_ok = addr_ok(e_bank, e_index);
+    addr2_ok = addr_ok(e_bank2, e_index2);
+    slot1 = {ENT_W{1'b0}};
+    slot2 = {ENT_W{1'b0}};
+    for (w = 0; w < WAYS; w = w + 1) begin
+        if (e_bank == w[3:0]) begin
+            slot1 = fwd[w*ENT_W +: ENT_W];
+        end
+        if (e_bank2 == w[3:0]) begin
+            slot2 = fwd[w*ENT_W +: ENT_W];
+        end
+    end
+    for (i = 0; i < STASH_N; i = i + 1) begin
+        if (e_bank == WAYS_C && e_index == i[23:0]) begin
+            slot1 = {st_valid[i], st_key[i*KEY_W +: KEY_W], st_value[i*VALUE_W +: VALUE_W]};
+        end
+        if (e_bank2 == WAYS_C && e_index2 == i[23:0]) begin
+            slot2 = {st_valid[i], st_key[i*KEY_W +: KEY_W], st_value[i*VALUE_W +: VALUE_W]};
+        end
+    end
+
+    // defaults: nothing happens
+    wr_we = {WAYS{1'b0}};
+    wr_data = fwd;
+    st_we = {STASH_N{1'b0}};
+    for (i = 0; i < STASH_N; i = i + 1) begin
+        st_wdata[i*ENT_W +: ENT_W] = {st_valid[i], st_key[i*KEY_W +: KEY_W], st_value[i*VALUE_W +: VALUE_W]};
+    end
+    cnt_inc = {NCNT{1'b0}};
+    occ = counters[C_OCCUPANCY*64 +: 64];
+    occ_set = 1'b0;
+    occ_next = occ;
+    do_clear_table = 1'b0;
+    do_clear_counters = 1'b0;
+    rh_inc = 1'b0;
+    rh_zero = 1'b0;
+
+    r_status = ST_OK;
+    r_flag = 1'b0;
+    r_entry = 12'd0;
+    r_prio = 32'd0;
+    r_data64 = 64'd0;
+    r_key = {KEY_W{1'b0}};
+    r_mask = {KEY_W{1'b0}};
+    r_value = {VALUE_W{1'b0}};
+
+    case (e_op)
+        OP_GET, OP_LOOKUP: begin
+            cnt_inc[C_LOOKUPS] = 1'b1;
+            if (found) begin
+                r_status = ST_EXACT;
+                r_value = found_value;
+                cnt_inc[C_EXACT_HITS] = 1'b1;
+            end else if (e_op == OP_LOOKUP && e_rhit) begin
+                r_status = ST_RULE;
+                r_value = e_rvalue;
+                r_entry = {{(12-RIDX_W){1'b0}}, e_ridx};
+                r_prio = {{(32-PRIO_W){1'b0}}, e_rprio};
+                cnt_inc[C_RULE_HITS] = 1'b1;
+                rh_inc = 1'b1;
+            end else begin
+                r_status = ST_MISS;
+                cnt_inc[C_MISSES] = 1'b1;
+            end
+        end
+        OP_SET: begin
+            if (found) begin
+                // every copy takes the value (engine.md §5.4 step 1)
+                for (w = 0; w < WAYS; w = w + 1) begin
+                    if (way_hit[w]) begin
+                        wr_we[w] = 1'b1;
+                        wr_data[w*ENT_W +: VALUE_W] = e_value;
+                    end
+                end
+                for (i = 0; i < STASH_N; i = i + 1) begin
+                    if (st_hit[i]) begin
+                        st_we[i] = 1'b1;
+                        st_wdata[i*ENT_W +: VALUE_W] = e_value;
+                    end
+                end
+                r_status = ST_UPDATED;
+                cnt_inc[C_UPDATES] = 1'b1;
+            end else if (free_way_found) begin
+                for (w = 0; w < WAYS; w = w + 1) begin
+                    if (free_way == w[3:0]) begin
+                        wr_we[w] = 1'b1;
+                        wr_data[w*ENT_W +: ENT_W] = {1'b1, e_key, e_value};
+                    end
+                end
+                r_status = ST_INSERTED;
+                cnt_inc[C_INSERTS] = 1'b1;
+                occ_set = 1'b1;
+                occ_next = occ + 64'd1;
+            end else if (free_st_found) begin
+                for (i = 0; i < STASH_N; i = i + 1) begin
+                    if (free_st == i[6:0]) begin
+                        st_we[i] = 1'b1;
+                        st_wdata[i*ENT_W +: ENT_W] = {1'b1, e_key, e_value};
+                    end
+                end
+                r_status = ST_INSERTED_STASH;
+                cnt_inc[C_INSERTS] = 1'b1;
+                occ_set = 1'b1;
+                occ_next = occ + 64'd1;
+            end else begin
+                r_status = ST_FULL;
+                cnt_inc[C_INSERT_FAILURES] = 1'b1;
+            end
+        end
+        OP_DEL: begin
+            if (found) begin
+                for (w = 0; w < WAYS; w = w + 1) begin
+                    if (way_hit[w]) begin
+                        wr_we[w] = 1'b1;
+                        wr_data[w*ENT_W + ENT_W - 1] = 1'b0;
+                    end
+                end
+                for (i = 0; i < STASH_N; i = i + 1) begin
+                    if (st_hit[i]) begin
+                        st_we[i] = 1'b1;
+                        st_wdata[i*ENT_W + ENT_W - 1] = 1'b0;
+                    end
+                end
+                r_status = ST_DELETED;
+                cnt_inc[C_DELETES] = 1'b1;
+                occ_set = 1'b1;
+                occ_next = occ - {57'd0, copies};
+            end else begin
+                r_status = ST_NOT_FOUND;
+                cnt_inc[C_DELETE_MISSES] = 1'b1;
+            end
+        end
+        OP_READ_SLOT: begin
+            if (addr1_ok) begin
+                r_flag = slot1[ENT_W-1];
+                r_key = slot1[VALUE_W +: KEY_W];
+                r_value = slot1[0 +: VALUE_W];
+            end else begin
+                r_status = ST_REFUSED;
+            end
+        end
+        OP_WRITE_SLOT: begin
+            if (addr1_ok) begin
+                for (w = 0; w < WAYS; w = w + 1) begin
+                    if (e_bank == w[3:0]) begin
+                        wr_we[w] = 1'b1;
+                        wr_data[w*ENT_W +: ENT_W] = {e_flag, e_key, e_value};
+                    end
+                end
+                for (i = 0; i < STASH_N; i = i + 1) begin
+                    if (e_bank == WAYS_C && e_index == i[23:0]) begin
+                        st_we[i] = 1'b1;
+                        st_wdata[i*ENT_W +: ENT_W] = {e_flag, e_key, e_value};
+                    end
+                end
+                occ_set = 1'b1;
+                occ_next = occ + {63'd0, e_flag} - {63'd0, slot1[ENT_W-1]};
+            end else begin
+                r_status = ST_REFUSED;
+            end
+        end
+        OP_MOVE: begin
+            if (addr1_ok && addr2_ok && e_bank != e_bank2 && slot1[ENT_W-1] && !slot2[ENT_W-1]) begin
+                for (w = 0; w < WAYS; w = w + 1) begin
+                    if (e_bank == w[3:0]) begin
+                        wr_we[w] = 1'b1;
+                        wr_data[w*ENT_W + ENT_W - 1] = 1'b0;
+                    end
+                    if (e_bank2 == w[3:0]) begin
+                        wr_we[w] = 1'b1;
+                        wr_data[w*ENT_W +: ENT_W] = slot1;
+                    end
+                end
+                for (i = 0; i < STASH_N; i = i + 1) begin
+                    if (e_bank == WAYS_C && e_index == i[23:0]) begin
+                        st_we[i] = 1'b1;
+                        st_wdata[i*ENT_W + ENT_W - 1] = 1'b0;
+                    end
+                    if (e_bank2 == WAYS_C && e_index2 == i[23:0]) begin
+                        st_we[i] = 1'b1;
+                        st_wdata[i*ENT_W +: ENT_W] = slot1;
+                    end
+                end
+            end else begin
+                r_status = ST_REFUSED;
+            end
+        end
+        OP_WRITE_RULE: begin
+            // the entry itself was written at stage 0 (match) and V (value)
+            if (rule_write_ok(e_entry, e_prio)) begin
+                rh_zero = 1'b1;
+            end else begin
+                r_status = ST_REFUSED;
+            end
+        end
+        OP_READ_RULE: begin
+            if ({1'b0, e_entry} < RULES_C) begin
+                // match/mask/prio/valid were read at stage 0 into key/mask/prio/flag
+                r_flag = e_flag;
+                r_entry = e_entry;
+                r_prio = e_prio;
+                r_key = e_key;
+                r_mask = e_mask;
+                r_value = e_rvalue;
+            end else begin
+                r_status = ST_REFUSED;
+            end
+        end
+        OP_CLEAR_TABLE: begin
+            do_clear_table = 1'b1;
+            occ_set = 1'b1;
+            occ_next = 64'd0;
+        end
+        OP_CLEAR_COUNTERS: begin
+            do_clear_counters = 1'b1;
+        end
+        OP_READ_COUNTER: begin
+            if (e_index < NCNT) begin
+                for (c = 0; c < NCNT; c = c + 1) begin
+                    if (e_index == c[23:0]) begin
+                        r_data64 = counters[c*64 +: 64];
+                    end
+                end
+            end else begin
+                r_status = ST_REFUSED;
+            end
+        end
+        OP_READ_RULE_HITS: begin
+            if ({1'b0, e_entry} < RULES_C) begin
+                for (i = 0; i < RULES_N; i = i + 1) begin
+                    if (e_entry == i[11:0]) begin
+                        r_data64 = rule_hits[i*64 +: 64];
+                    end
+                end
+                r_entry = e_entry;
+            end else begin
+                r_status = ST_REFUSED;
+            end
+        end
+        default: begin
+            r_status = ST_REFUSED;
+        end
+    endcase
+
+    if (r_status == ST_REFUSED && e_op != OP_SET && e_op != OP_DEL &&
+            e_op != OP_GET && e_op != OP_LOOKUP) begin
+        cnt_inc[C_CMD_ERRORS] = 1'b1;
+    end
+
+    if (!e_valid) begin
+        wr_we = {WAYS{1'b0}};
+        st_we = {STASH_N{1'b0}};
+        cnt_inc = {NCNT{1'b0}};
+        occ_set = 1'b0;
+        do_clear_table = 1'b0;
+        do_clear_counters = 1'b0;
+        rh_inc = 1'b0;
+        rh_zero = 1'b0;
+    end
+end
+
+/*
+ * Response FIFO
+ */
+reg [FIFO_W-1:0]  fifo_mem [0:RSP_FIFO_DEPTH-1];
+reg [FIFO_AW-1:0] fifo_wr_ptr;
+reg [FIFO_AW-1:0] fifo_rd_ptr;
+reg [CNT_W-1:0]   fifo_count;
+
+reg [RSP_W-1:0] rsp_word;
+
+always @* begin
+    rsp_word = {RSP_W{1'b0}};
+    rsp_word[RS_OP +: 5] = e_op;
+    rsp_word[RS_STATUS +: 4] = r_status;
+    rsp_word[RS_FLAG] = r_flag;
+    rsp_word[RS_ENTRY +: 12] = r_entry;
+    rsp_word[RS_PRIO +: 32] = r_prio;
+    rsp_word[RS_DATA64 +: 64] = r_data64;
+    rsp_word[RS_KEY +: KEY_W] = r_key;
+    rsp_word[RS_MASK +: KEY_W] = r_mask;
+    rsp_word[RS_VALUE +: VALUE_W] = r_value;
+end
+wire [FIFO_W-1:0] fifo_out = fifo_mem[fifo_rd_ptr];
+
+assign m_axis_rsp_tvalid = fifo_count != 0;
+assign m_axis_rsp_tdata = fifo_out[RSP_W-1:0];
+assign m_axis_rsp_tuser = fifo_out[RSP_W +: TAG_W];
+
+always @(posedge clk) begin
+    if (e_valid) begin
+        fifo_mem[fifo_wr_ptr] <= {e_tag, rsp_word};
+    end
+end
+
+function [FIFO_AW-1:0] ptr_inc(input [FIFO_AW-1:0] p);
+    begin
+        if ({{(32-FIFO_AW){1'b0}}, p} == RSP_FIFO_DEPTH - 1) begin
+            ptr_inc = {FIFO_AW{1'b0}};
+        end else begin
+            ptr_inc = p + 1'b1;
+        end
+    end
+endfunction
+
+/*
+ * Request pipeline next state: every stage takes the previous one; stage 0
+ * takes the accepted request; a few stages take results (one assignment per
+ * vector in the clocked block keeps every simulator and synthesizer agreeing)
+ */
+reg [NST-1:0]          p_valid_next;
+reg [NST*5-1:0]        p_op_next;
+reg [NST-1:0]          p_flag_next;
+reg [NST*4-1:0]        p_bank_next;
+reg [NST*24-1:0]       p_index_next;
+reg [NST*4-1:0]        p_bank2_next;
+reg [NST*24-1:0]       p_index2_next;
+reg [NST*12-1:0]       p_entry_next;
+reg [NST*32-1:0]       p_prio_next;
+reg [NST*KEY_W-1:0]    p_key_next;
+reg [NST*KEY_W-1:0]    p_mask_next;
+reg [NST*VALUE_W-1:0]  p_value_next;
+reg [NST*TAG_W-1:0]    p_tag_next;
+reg [NST*WAYS*ROW_BITS-1:0] p_addr_next;
+reg [NST-1:0]          p_rhit_next;
+reg [NST*RIDX_W-1:0]   p_ridx_next;
+reg [NST*PRIO_W-1:0]   p_rprio_next;
+reg [NST*VALUE_W-1:0]  p_rvalue_next;
+
+wire [4:0] h_op = p_op[H_ST*5 +: 5];
+wire h_data_op = h_op == OP_GET || h_op == OP_LOOKUP || h_op == OP_SET || h_op == OP_DEL;
+
+integer pw;
+
+always @* begin
+    p_valid_next = {p_valid[NST-2:0], accept};
+    p_op_next = {p_op[(NST-1)*5-1:0], p_op[0 +: 5]};
+    p_flag_next = {p_flag[NST-2:0], p_flag[0]};
+    p_bank_next = {p_bank[(NST-1)*4-1:0], p_bank[0 +: 4]};
+    p_index_next = {p_index[(NST-1)*24-1:0], p_index[0 +: 24]};
+    p_bank2_next = {p_bank2[(NST-1)*4-1:0], p_bank2[0 +: 4]};
+    p_index2_next = {p_index2[(NST-1)*24-1:0], p_index2[0 +: 24]};
+    p_entry_next = {p_entry[(NST-1)*12-1:0], p_entry[0 +: 12]};
+    p_prio_next = {p_prio[(NST-1)*32-1:0], p_prio[0 +: 32]};
+    p_key_next = {p_key[(NST-1)*KEY_W-1:0], p_key[0 +: KEY_W]};
+    p_mask_next = {p_mask[(NST-1)*KEY_W-1:0], p_mask[0 +: KEY_W]};
+    p_value_next = {p_value[(NST-1)*VALUE_W-1:0], p_value[0 +: VALUE_W]};
+    p_tag_next = {p_tag[(NST-1)*TAG_W-1:0], p_tag[0 +: TAG_W]};
+    p_addr_next = {p_addr[(NST-1)*WAYS*ROW_BITS-1:0], p_addr[0 +: WAYS*ROW_BITS]};
+    p_rhit_next = {p_rhit[NST-2:0], p_rhit[0]};
+    p_ridx_next = {p_ridx[(NST-1)*RIDX_W-1:0], p_ridx[0 +: RIDX_W]};
+    p_rprio_next = {p_rprio[(NST-1)*PRIO_W-1:0], p_rprio[0 +: PRIO_W]};
+    p_rvalue_next = {p_rvalue[(NST-1)*VALUE_W-1:0], p_rvalue[0 +: VALUE_W]};
+
+    // stage 0: the accepted request
+    if (accept) begin
+        p_op_next[0 +: 5] = in_op;
+        p_flag_next[0] = s_axis_req_tdata[RQ_FLAG];
+        p_bank_next[0 +: 4] = s_axis_req_tdata[RQ_BANK +: 4];
+        p_index_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX +: 24];
+        p_bank2_next[0 +: 4] = s_axis_req_tdata[RQ_BANK2 +: 4];
+        p_index2_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX2 +: 24];
+        p_entry_next[0 +: 12] = s_axis_req_tdata[RQ_ENTRY +: 12];
+        p_prio_next[0 +: 32] = s_axis_req_tdata[RQ_PRIO +: 32];
+        p_key_next[0 +: KEY_W] = s_axis_req_tdata[RQ_KEY +: KEY_W];
+        p_mask_next[0 +: KEY_W] = s_axis_req_tdata[RQ_MASK +: KEY_W];
+        p_value_next[0 +: VALUE_W] = s_axis_req_tdata[RQ_VALUE +: VALUE_W];
+        p_tag_next[0 +: TAG_W] = s_axis_req_tuser;
+    end
+
+    // stage 0 -> 1: READ_RULE takes the entry's valid/match/mask/prio
+    if (s0_op == OP_READ_RULE) begin
+        p_flag_next[1] = rm_rd_valid;
+        p_key_next[KEY_W +: KEY_W] = rm_rd_match;
+        p_mask_next[KEY_W +: KEY_W] = rm_rd_mask;
+        p_prio_next[32 +: 32] = {{(32-PRIO_W){1'b0}}, rm_rd_prio};
+    end
+
+    // stage H -> H+1: per-way RAM address (the key's row, or the control address)
+    for (pw = 0; pw < WAYS; pw = pw + 1) begin
+        if (h_data_op) begin
+            p_addr_next[((H_ST+1)*WAYS + pw)*ROW_BITS +: ROW_BITS] = hash_rows[pw*ROW_BITS +: ROW_BITS];
+        end else if (h_op == OP_MOVE && p_bank2[H_ST*4 +: 4] == pw[3:0]) begin
+            p_addr_next[((H_ST+1)*WAYS + pw)*ROW_BITS +: ROW_BITS] = p_index2[H_ST*24 +: ROW_BITS];
+        end else begin
+            p_addr_next[((H_ST+1)*WAYS + pw)*ROW_BITS +: ROW_BITS] = p_index[H_ST*24 +: ROW_BITS];
+        end
+    end
+
+    // stage V -> V+1: rule result; V+1 -> V+2: rule value
+    p_rhit_next[V_ST+1] = tree_valid;
+    p_ridx_next[(V_ST+1)*RIDX_W +: RIDX_W] = tree_idx;
+    p_rprio_next[(V_ST+1)*PRIO_W +: PRIO_W] = tree_prio;
+    p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_value_q;
+end
+
+/*
+ * Sequential state
+ */
+reg [CNT_W-1:0] pend_next;
+reg busy_next;
+
+always @* begin
+    pend_next = pend_reg + {{(CNT_W-1){1'b0}}, accept} - {{(CNT_W-1){1'b0}}, rsp_take};
+    busy_next = busy_reg;
+    if (accept && in_op == OP_CLEAR_TABLE) begin
+        busy_next = 1'b1;
+    end
+    if (sweep_reg && sweep_row_reg == LAST_ROW) begin
+        busy_next = 1'b0;
+    end
+end
+
+integer si, sc;
+
+always @(posedge clk) begin
+    // admission
+    pend_reg <= pend_next;
+    busy_reg <= busy_next;
+    ready_reg <= !busy_next && pend_next < RSP_FIFO_DEPTH;
+
+    // clear sweep
+    if (sweep_reg) begin
+        sweep_row_reg <= sweep_row_reg + 1'b1;
+        if (sweep_row_reg == LAST_ROW) begin
+            sweep_reg <= 1'b0;
+        end
+    end
+    if (do_clear_table) begin
+        sweep_reg <= 1'b1;
+        sweep_row_reg <= {ROW_BITS{1'b0}};
+    end
+
+    // request pipeline (next state computed below, one assignment per vector)
+    p_valid <= p_valid_next;
+    p_op <= p_op_next;
+    p_flag <= p_flag_next;
+    p_bank <= p_bank_next;
+    p_index <= p_index_next;
+    p_bank2 <= p_bank2_next;
+    p_index2 <= p_index2_next;
+    p_entry <= p_entry_next;
+    p_prio <= p_prio_next;
+    p_key <= p_key_next;
+    p_mask <= p_mask_next;
+    p_value <= p_value_next;
+    p_tag <= p_tag_next;
+    p_addr <= p_addr_next;
+    p_rhit <= p_rhit_next;
+    p_ridx <= p_ridx_next;
+    p_rprio <= p_rprio_next;
+    p_rvalue <= p_rvalue_next;
+
+    // forwarding window / RAM write port: shift in the writes of this cycle's execute
+    // (cleared by CLEAR_TABLE: the sweep follows, older writes must not be forwarded past it)
+    // (WIN = RAM_LAT + 1 >= 2)
+    win_we <= do_clear_table ? {WIN*WAYS{1'b0}} : {win_we[0 +: (WIN-1)*WAYS], wr_we};
+    win_addr <= {win_addr[0 +: (WIN-1)*WAYS*ROW_BITS], e_addr};
+    win_data <= {win_data[0 +: (WIN-1)*WAYS*ENT_W], wr_data};
+
+    // stash
+    for (si = 0; si < STASH_N; si = si + 1) begin
+        if (st_we[si]) begin
+            st_valid[si] <= st_wdata[si*ENT_W + ENT_W - 1];
+            st_key[si*KEY_W +: KEY_W] <= st_wdata[si*ENT_W + VALUE_W +: KEY_W];
+            st_value[si*VALUE_W +: VALUE_W] <= st_wdata[si*ENT_W +: VALUE_W];
+        end
+        if (do_clear_table || STASH == 0) begin
+            st_valid[si] <= 1'b0;
+        end
+    end
+
+    // counters
+    for (sc = 0; sc < NCNT; sc = sc + 1) begin
+        if (cnt_inc[sc]) begin
+            counters[sc*64 +: 64] <= counters[sc*64 +: 64] + 64'd1;
+        end
+        if (do_clear_counters && sc != C_OCCUPANCY) begin
+            counters[sc*64 +: 64] <= 64'd0;
+        end
+    end
+    if (occ_set) begin
+        counters[C_OCCUPANCY*64 +: 64] <= occ_next;
+    end
+
+    // rule hit counters
+    for (si = 0; si < RULES_N; si = si + 1) begin
+        if (rh_inc && e_ridx == si[RIDX_W-1:0]) begin
+            rule_hits[si*64 +: 64] <= rule_hits[si*64 +: 64] + 64'd1;
+        end
+        if ((rh_zero && e_entry == si[11:0]) || do_clear_counters || RULES == 0) begin
+            rule_hits[si*64 +: 64] <= 64'd0;
+        end
+    end
+
+    // response FIFO pointers
+    if (e_valid) begin
+        fifo_wr_ptr <= ptr_inc(fifo_wr_ptr);
+    end
+    if (rsp_take) begin
+        fifo_rd_ptr <= ptr_inc(fifo_rd_ptr);
+    end
+    fifo_count <= fifo_count + {{(CNT_W-1){1'b0}}, e_valid} - {{(CNT_W-1){1'b0}}, rsp_take};
+
+    if (rst) begin
+        pend_reg <= {CNT_W{1'b0}};
+        busy_reg <= 1'b1;
+        ready_reg <= 1'b0;
+        sweep_reg <= 1'b1;
+        sweep_row_reg <= {ROW_BITS{1'b0}};
+        p_valid <= {NST{1'b0}};
+        win_we <= {WIN*WAYS{1'b0}};
+        st_valid <= {STASH_N{1'b0}};
+        counters <= {NCNT*64{1'b0}};
+        rule_hits <= {RULES_N*64{1'b0}};
+        fifo_wr_ptr <= {FIFO_AW{1'b0}};
+        fifo_rd_ptr <= {FIFO_AW{1'b0}};
+        fifo_count <= {CNT_W{1'b0}};
+    end
+end
+
+endmodule
+
+`resetall

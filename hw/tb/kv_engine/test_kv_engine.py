@@ -1,0 +1,759 @@
+"""cocotb testbench of hw/rtl/kv_engine.v against the reference model (pynq_kv.model).
+
+The cocotb tests (``run_*``) run inside the simulator; the pytest function ``test_kv_engine`` at
+the bottom builds and runs them with ``cocotb_tools.runner`` for several geometries, key widths
+and simulators, each in its own directory under hw/build/kv_engine/.
+
+Every request is applied to ``ModelBackend`` (batches of one, control methods) the moment the
+testbench queues it, which gives the expected response; requests then go to the DUT with random
+idle cycles, responses come back under random back-pressure, and the scoreboard compares them in
+order, field by field (engine.md §5, docs/rtl.md).  At the end of a test every counter, every
+rule hit count and every slot is read back through the DUT and compared with the model.  The
+response latency is measured: never below ``LATENCY`` and exactly ``LATENCY`` whenever the
+response stream is not back-pressured.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import sys
+from collections import deque
+from pathlib import Path
+
+import cocotb
+import pytest
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.utils import get_sim_time
+
+HW_DIR = Path(__file__).resolve().parents[2]
+REPO_DIR = HW_DIR.parent
+for _p in (REPO_DIR, HW_DIR):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import numpy as np  # noqa: E402
+
+from pynq_kv.backend import COUNTER_NAMES, MatchKind, RuleEntry  # noqa: E402
+from pynq_kv.errors import CommandError  # noqa: E402
+from pynq_kv.geometry import Geometry  # noqa: E402
+from pynq_kv.hashing import hash_int  # noqa: E402
+from pynq_kv.model import ModelBackend  # noqa: E402
+
+TOPLEVEL = "kv_engine"
+MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
+DEFAULT_SEED = 0x70796E712D6B7631
+CLK_NS = 4
+
+# opcodes (docs/rtl.md)
+GET, LOOKUP, SET, DEL = 1, 2, 3, 4
+READ_SLOT, WRITE_SLOT, MOVE, WRITE_RULE, READ_RULE = 8, 9, 10, 11, 12
+CLEAR_TABLE, CLEAR_COUNTERS, READ_COUNTER, READ_RULE_HITS = 13, 14, 15, 16
+KNOWN_OPS = {GET, LOOKUP, SET, DEL, READ_SLOT, WRITE_SLOT, MOVE, WRITE_RULE, READ_RULE,
+             CLEAR_TABLE, CLEAR_COUNTERS, READ_COUNTER, READ_RULE_HITS}
+REFUSED = 15
+
+# request fields: name -> (offset, width); key/mask/value follow at 106
+REQ_FIELDS = {"op": (0, 5), "flag": (5, 1), "bank": (6, 4), "index": (10, 24), "bank2": (34, 4),
+              "index2": (38, 24), "entry": (62, 12), "prio": (74, 32)}
+RSP_FIELDS = {"op": (0, 5), "status": (5, 4), "flag": (9, 1), "entry": (10, 12), "prio": (22, 32),
+              "data64": (54, 64)}
+
+
+def dut_params() -> dict:
+    """HDL parameters of this run, handed over by the pytest runner (defaults = RTL defaults)."""
+    params = {"KEY_W": 288, "VALUE_W": 32, "WAYS": 4, "ROWS": 1024, "STASH": 8, "RULES": 16,
+              "PRIO_W": 16, "HASH_SEED": DEFAULT_SEED, "TAG_W": 8, "HASH_STAGES": 2, "RAM_LAT": 1,
+              "TREE_LEVELS_PER_STAGE": 2, "RSP_FIFO_DEPTH": 16}
+    params.update(json.loads(os.environ.get("KV_ENGINE_PARAMS", "{}")))
+    return params
+
+
+def _clog2(n: int) -> int:
+    return max(0, (n - 1).bit_length())
+
+
+def latency(p: dict) -> int:
+    """Documented latency of kv_engine (module header): E + 2 cycles."""
+    rules_n = max(1, p["RULES"])
+    levels = _clog2(rules_n) if rules_n > 1 else 1
+    tree = -(-levels // p["TREE_LEVELS_PER_STAGE"])
+    e_st = max(p["HASH_STAGES"] + 1 + p["RAM_LAT"], 1 + tree + 2)
+    return e_st + 2
+
+
+def _uint(value) -> int:
+    return value.to_unsigned() if hasattr(value, "to_unsigned") else int(value)
+
+
+class TB:
+    """Clock, reset, request driver, response sink and scoreboard for kv_engine."""
+
+    def __init__(self, dut, seed: int = 0):
+        self.dut = dut
+        self.log = logging.getLogger("cocotb.tb")
+        self.log.setLevel(logging.INFO)
+        self.rng = random.Random(seed)
+
+        p = dut_params()
+        self.p = p
+        self.key_w = p["KEY_W"]
+        self.value_w = p["VALUE_W"]
+        self.ways = p["WAYS"]
+        self.rows = p["ROWS"]
+        self.stash = p["STASH"]
+        self.rules = p["RULES"]
+        self.prio_w = p["PRIO_W"]
+        self.seed = p["HASH_SEED"]
+        self.tag_w = p["TAG_W"]
+        self.latency = latency(p)
+        self.geometry = Geometry(key_width=self.key_w, value_width=self.value_w, ways=self.ways,
+                                 rows=self.rows, stash=self.stash, rules=self.rules,
+                                 prio_width=self.prio_w, hash_seed=self.seed)
+        self.model = ModelBackend(self.geometry)
+        self.kb = self.key_w // 8
+        self.vb = self.value_w // 8
+        self.req_w = 106 + 2 * self.key_w + self.value_w
+        assert len(dut.s_axis_req_tdata) == self.req_w
+        assert len(dut.m_axis_rsp_tdata) == 118 + 2 * self.key_w + self.value_w
+        assert len(dut.s_axis_req_tuser) == self.tag_w
+
+        self.send_q: deque = deque()  # (request word, tag, expected)
+        self.inflight: deque = deque()  # (accept cycle, tag, expected, description)
+        self.rules_written: set[int] = set()
+        self.sent = 0
+        self.checked = 0
+        self.latencies: list[tuple[int, bool]] = []  # (latency, sink was ready throughout)
+        self.accept_cycles: list[int] = []
+        self.errors: list[str] = []
+        self.idle_prob = 0.0
+        self.ready_prob = 1.0
+        self.ready_hold = (1, 1)  # random run lengths of the sink's tready pattern
+        self.tag = 0
+        self.coverage: dict[tuple[int, int], int] = {}  # (op, expected status) -> count
+
+        dut.rst.value = 1
+        dut.s_axis_req_tvalid.value = 0
+        dut.s_axis_req_tdata.value = 0
+        dut.s_axis_req_tuser.value = 0
+        dut.m_axis_rsp_tready.value = 0
+
+        cocotb.start_soon(Clock(dut.clk, CLK_NS, unit="ns").start())
+        cocotb.start_soon(self._driver())
+        cocotb.start_soon(self._sink())
+
+    # -- helpers -----------------------------------------------------------------------------
+    @staticmethod
+    def cycle() -> int:
+        return int(get_sim_time("ns")) // CLK_NS
+
+    def key_arr(self, key: int) -> np.ndarray:
+        return np.frombuffer(key.to_bytes(self.kb, "big"), dtype=np.uint8).reshape(1, self.kb)
+
+    def val_arr(self, value: int) -> np.ndarray:
+        return np.frombuffer(value.to_bytes(self.vb, "big"), dtype=np.uint8).reshape(1, self.vb)
+
+    def rows_of(self, key: int) -> list[int]:
+        return [hash_int(key, self.seed, w, self.key_w) % self.rows for w in range(self.ways)]
+
+    def pack(self, op: int, flag: int = 0, bank: int = 0, index: int = 0, bank2: int = 0,
+             index2: int = 0, entry: int = 0, prio: int = 0, key: int = 0, mask: int = 0,
+             value: int = 0) -> int:
+        fields = dict(op=op, flag=flag, bank=bank, index=index, bank2=bank2, index2=index2,
+                      entry=entry, prio=prio)
+        word = 0
+        for name, (off, width) in REQ_FIELDS.items():
+            assert 0 <= fields[name] < 1 << width, (name, fields[name])
+            word |= fields[name] << off
+        word |= key << 106
+        word |= mask << (106 + self.key_w)
+        word |= value << (106 + 2 * self.key_w)
+        return word
+
+    def unpack_rsp(self, word: int) -> dict:
+        out = {name: (word >> off) & ((1 << width) - 1) for name, (off, width) in RSP_FIELDS.items()}
+        out["key"] = (word >> 118) & ((1 << self.key_w) - 1)
+        out["mask"] = (word >> (118 + self.key_w)) & ((1 << self.key_w) - 1)
+        out["value"] = (word >> (118 + 2 * self.key_w)) & ((1 << self.value_w) - 1)
+        return out
+
+    # -- operations: applied to the model now, queued for the DUT ------------------------------
+    def _queue(self, req: int, expected: dict, what: str) -> dict:
+        full = {"status": 0, "flag": 0, "entry": 0, "prio": 0, "data64": 0, "key": 0, "mask": 0,
+                "value": 0}
+        full.update(expected)
+        cov = (full["op"], full["status"])
+        self.coverage[cov] = self.coverage.get(cov, 0) + 1
+        tag = self.tag
+        self.tag = (self.tag + 1) & ((1 << self.tag_w) - 1)
+        self.send_q.append((req, tag, full, what))
+        return full
+
+    def op_get(self, key: int) -> dict:
+        res = self.model.get_batch(self.key_arr(key))
+        hit = bool(res.hit[0])
+        value = int.from_bytes(res.values[0].tobytes(), "big") if hit else 0
+        return self._queue(self.pack(GET, key=key), {"op": GET, "status": int(hit), "value": value},
+                           f"GET {key:#x}")
+
+    def op_lookup(self, key: int) -> dict:
+        res = self.model.lookup_batch(self.key_arr(key))
+        kind = int(res.kind[0])
+        exp = {"op": LOOKUP, "status": kind}
+        if kind != MatchKind.MISS:
+            exp["value"] = int.from_bytes(res.values[0].tobytes(), "big")
+        if kind == MatchKind.RULE:
+            e = int(res.entry[0])
+            exp["entry"] = e
+            exp["prio"] = self.model.read_rule(e).priority
+        return self._queue(self.pack(LOOKUP, key=key), exp, f"LOOKUP {key:#x}")
+
+    def op_set(self, key: int, value: int) -> dict:
+        st = int(self.model.set_batch(self.key_arr(key), self.val_arr(value))[0])
+        return self._queue(self.pack(SET, key=key, value=value), {"op": SET, "status": st},
+                           f"SET {key:#x}={value:#x}")
+
+    def op_del(self, key: int) -> dict:
+        st = int(self.model.delete_batch(self.key_arr(key))[0])
+        return self._queue(self.pack(DEL, key=key), {"op": DEL, "status": st}, f"DEL {key:#x}")
+
+    def op_read_slot(self, bank: int, index: int) -> dict:
+        try:
+            valid, key, value = self.model.read_slot(bank, index)
+            exp = {"op": READ_SLOT, "flag": int(valid)}
+            if valid:
+                exp.update(key=int.from_bytes(key, "big"), value=int.from_bytes(value, "big"))
+            else:
+                exp.update(key=None, value=None)  # an invalid slot's leftovers are no contract
+        except CommandError:
+            exp = {"op": READ_SLOT, "status": REFUSED}
+        return self._queue(self.pack(READ_SLOT, bank=bank, index=index), exp,
+                           f"READ_SLOT ({bank},{index})")
+
+    def op_write_slot(self, bank: int, index: int, valid: bool, key: int, value: int) -> dict:
+        try:
+            self.model.write_slot(bank, index, valid, key.to_bytes(self.kb, "big"),
+                                  value.to_bytes(self.vb, "big"))
+            exp = {"op": WRITE_SLOT}
+        except CommandError:
+            exp = {"op": WRITE_SLOT, "status": REFUSED}
+        return self._queue(self.pack(WRITE_SLOT, flag=int(valid), bank=bank, index=index, key=key,
+                                     value=value), exp, f"WRITE_SLOT ({bank},{index}) v={int(valid)} {key:#x}")
+
+    def op_move(self, b1: int, i1: int, b2: int, i2: int) -> dict:
+        try:
+            self.model.move_slot(b1, i1, b2, i2)
+            exp = {"op": MOVE}
+        except CommandError:
+            exp = {"op": MOVE, "status": REFUSED}
+        return self._queue(self.pack(MOVE, bank=b1, index=i1, bank2=b2, index2=i2), exp,
+                           f"MOVE ({b1},{i1})->({b2},{i2})")
+
+    def op_write_rule(self, entry: int, valid: bool, match: int, mask: int, prio: int, value: int) -> dict:
+        try:
+            self.model.write_rule(entry, RuleEntry(valid, match, mask, prio, value.to_bytes(self.vb, "big")))
+            exp = {"op": WRITE_RULE}
+            self.rules_written.add(entry)
+        except CommandError:
+            exp = {"op": WRITE_RULE, "status": REFUSED}
+        return self._queue(self.pack(WRITE_RULE, flag=int(valid), entry=entry, prio=prio, key=match,
+                                     mask=mask, value=value), exp, f"WRITE_RULE {entry} prio {prio}")
+
+    def op_read_rule(self, entry: int) -> dict:
+        try:
+            r = self.model.read_rule(entry)
+            exp = {"op": READ_RULE, "flag": int(r.valid), "entry": entry, "prio": r.priority,
+                   "key": r.match, "mask": r.mask, "value": int.from_bytes(r.value, "big")}
+            if entry not in self.rules_written:
+                # never written since reset: only `valid = 0` is defined (the value RAM is not reset)
+                exp["value"] = None
+        except CommandError:
+            exp = {"op": READ_RULE, "status": REFUSED}
+        return self._queue(self.pack(READ_RULE, entry=entry), exp, f"READ_RULE {entry}")
+
+    def op_clear_table(self) -> dict:
+        self.model.clear_table()
+        return self._queue(self.pack(CLEAR_TABLE), {"op": CLEAR_TABLE}, "CLEAR_TABLE")
+
+    def op_clear_counters(self) -> dict:
+        self.model.clear_counters()
+        return self._queue(self.pack(CLEAR_COUNTERS), {"op": CLEAR_COUNTERS}, "CLEAR_COUNTERS")
+
+    def op_read_counter(self, cid: int) -> dict:
+        try:
+            exp = {"op": READ_COUNTER, "data64": self.model.read_counter(cid)}
+        except CommandError:
+            exp = {"op": READ_COUNTER, "status": REFUSED}
+        return self._queue(self.pack(READ_COUNTER, index=cid), exp, f"READ_COUNTER {cid}")
+
+    def op_read_rule_hits(self, entry: int) -> dict:
+        try:
+            exp = {"op": READ_RULE_HITS, "data64": self.model.read_rule_hits(entry), "entry": entry}
+        except CommandError:
+            exp = {"op": READ_RULE_HITS, "status": REFUSED}
+        return self._queue(self.pack(READ_RULE_HITS, entry=entry), exp, f"READ_RULE_HITS {entry}")
+
+    def op_unknown(self, op: int) -> dict:
+        assert op not in KNOWN_OPS
+        self.model._count("cmd_errors", 1)  # docs/rtl.md: refused, counts cmd_errors
+        return self._queue(self.pack(op, key=self.rng.getrandbits(self.key_w)),
+                           {"op": op, "status": REFUSED}, f"op {op}")
+
+    # -- DUT side ------------------------------------------------------------------------------
+    async def reset(self) -> None:
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 3)
+        self.dut.rst.value = 0
+        # the engine clears the table after reset (a sweep of ROWS cycles)
+        for _ in range(self.rows + 20):
+            await RisingEdge(self.dut.clk)
+            if int(self.dut.s_axis_req_tready.value):
+                break
+        assert int(self.dut.s_axis_req_tready.value), "tready never rose after reset"
+
+    async def _driver(self) -> None:
+        dut = self.dut
+        cur = None
+        idle = 0
+        while True:
+            if cur is None and idle == 0 and self.send_q:
+                cur = self.send_q.popleft()
+                dut.s_axis_req_tdata.value = cur[0]
+                dut.s_axis_req_tuser.value = cur[1]
+                dut.s_axis_req_tvalid.value = 1
+            await RisingEdge(dut.clk)
+            if idle:
+                idle -= 1
+            if cur is not None and int(dut.s_axis_req_tready.value):
+                self.inflight.append((self.cycle(), cur[1], cur[2], cur[3]))
+                self.accept_cycles.append(self.cycle())
+                self.sent += 1
+                cur = None
+                dut.s_axis_req_tvalid.value = 0
+                if self.idle_prob and self.rng.random() < self.idle_prob:
+                    idle = self.rng.randint(1, 3)
+
+    async def _sink(self) -> None:
+        dut = self.dut
+        ready = 1
+        hold = 0
+        stalled = False  # tready was low while this response may have been waiting
+        while True:
+            if hold == 0:
+                ready = 1 if self.rng.random() < self.ready_prob else 0
+                hold = self.rng.randint(*self.ready_hold)
+            hold -= 1
+            dut.m_axis_rsp_tready.value = ready
+            await RisingEdge(dut.clk)
+            if not ready:
+                stalled = True
+            valid = dut.m_axis_rsp_tvalid.value
+            if not valid.is_resolvable:
+                if not int(dut.rst.value):
+                    self.errors.append(f"cycle {self.cycle()}: tvalid unresolved")
+                continue
+            if int(dut.rst.value):
+                stalled = False
+                continue
+            if ready and int(valid):
+                self._check(_uint(dut.m_axis_rsp_tdata.value), _uint(dut.m_axis_rsp_tuser.value), stalled)
+                stalled = not ready
+
+    def _check(self, word: int, tag: int, stalled: bool) -> None:
+        if not self.inflight:
+            self.errors.append(f"cycle {self.cycle()}: response with no request in flight")
+            return
+        t_in, exp_tag, exp, what = self.inflight.popleft()
+        lat = self.cycle() - t_in
+        self.latencies.append((lat, not stalled))
+        got = self.unpack_rsp(word)
+        if tag != exp_tag:
+            self.errors.append(f"{what}: tag {tag} != {exp_tag}")
+        for name, value in exp.items():
+            if value is not None and got[name] != value:
+                self.errors.append(f"{what}: {name} {got[name]:#x} != model {value:#x} (response {got})")
+        if lat < self.latency:
+            self.errors.append(f"{what}: latency {lat} < {self.latency}")
+        self.checked += 1
+
+    async def drain(self, timeout: int = 200000) -> None:
+        for _ in range(timeout):
+            if not self.send_q and not self.inflight:
+                break
+            await RisingEdge(self.dut.clk)
+        await ClockCycles(self.dut.clk, 4)
+
+    def check(self) -> None:
+        for e in self.errors[:20]:
+            self.log.error("%s", e)
+        assert not self.errors, f"{len(self.errors)} scoreboard errors, first: {self.errors[0]}"
+        assert not self.send_q and not self.inflight, \
+            f"{len(self.send_q)} unsent, {len(self.inflight)} unanswered requests"
+        self.log.info("scoreboard: %d responses checked, latency %d", self.checked, self.latency)
+        self.log.info("coverage (op, status): count: %s", dict(sorted(self.coverage.items())))
+
+    async def final_check(self) -> None:
+        """Read back every counter, rule hit count and slot through the DUT."""
+        for cid in range(len(COUNTER_NAMES)):
+            self.op_read_counter(cid)
+        for e in range(self.rules):
+            self.op_read_rule_hits(e)
+            self.op_read_rule(e)
+        for b in range(self.ways):
+            for i in range(self.rows):
+                self.op_read_slot(b, i)
+        for i in range(self.stash):
+            self.op_read_slot(self.ways, i)
+        await self.drain()
+        self.check()
+
+    # -- stimulus -------------------------------------------------------------------------------
+    def random_key(self) -> int:
+        rng = self.rng
+        kind = rng.randrange(3)
+        if kind == 0:
+            key = 0
+            for _ in range(rng.randint(1, 4)):
+                key |= 1 << rng.randrange(self.key_w)
+            return key
+        if kind == 1:
+            return rng.getrandbits(self.key_w)
+        length = rng.randint(0, min(8, self.kb - 1))
+        raw = bytes([length]) + rng.randbytes(length) + bytes(self.kb - 1 - length)
+        return int.from_bytes(raw, "big")
+
+    def random_rule(self, pool: list[int]) -> tuple[int, int]:
+        """(match, mask) that some pool keys match: a few random mask bits of a pool key."""
+        rng = self.rng
+        key = rng.choice(pool)
+        mask = 0
+        for _ in range(rng.choice([0, 1, 2, 3, 6])):
+            mask |= 1 << rng.randrange(self.key_w)
+        if rng.random() < 0.3:
+            mask |= ((1 << rng.randint(1, 16)) - 1) << rng.randrange(self.key_w - 16)
+            mask &= (1 << self.key_w) - 1
+        return key & mask, mask
+
+    def valid_slots(self) -> list[tuple[int, int]]:
+        g = self.geometry
+        out = []
+        for n in np.flatnonzero(self.model._valid):
+            n = int(n)
+            out.append((n // g.rows, n % g.rows) if n < g.way_slots else (g.ways, n - g.way_slots))
+        return out
+
+    def random_address(self) -> tuple[int, int]:
+        rng = self.rng
+        if rng.random() < 0.08:  # a bad one
+            return rng.choice([(self.ways + 1, 0), (self.ways, self.stash), (0, self.rows),
+                               (rng.randrange(self.ways), (1 << 24) - 1), (15, rng.randrange(4))])
+        if self.stash and rng.random() < 0.3:
+            return self.ways, rng.randrange(self.stash)
+        return rng.randrange(self.ways), rng.randrange(self.rows)
+
+    def random_op(self, pool: list[int], weights: dict) -> None:
+        rng = self.rng
+        kind = rng.choices(list(weights), weights=list(weights.values()))[0]
+        if kind == "get":
+            self.op_get(rng.choice(pool))
+        elif kind == "lookup":
+            self.op_lookup(rng.choice(pool) if rng.random() < 0.8 else self.random_key())
+        elif kind == "set":
+            self.op_set(rng.choice(pool), rng.getrandbits(self.value_w))
+        elif kind == "del":
+            self.op_del(rng.choice(pool))
+        elif kind == "read_slot":
+            self.op_read_slot(*self.random_address())
+        elif kind == "write_slot":
+            key = rng.choice(pool)
+            if rng.random() < 0.7:  # at a candidate row or in the stash: visible to the data plane
+                w = rng.randrange(self.ways + (1 if self.stash else 0))
+                addr = (w, self.rows_of(key)[w]) if w < self.ways else (w, rng.randrange(self.stash))
+            else:
+                addr = self.random_address()
+            self.op_write_slot(*addr, rng.random() < 0.8, key, rng.getrandbits(self.value_w))
+        elif kind == "move":
+            valid = self.valid_slots()
+            if valid and rng.random() < 0.8:
+                b1, i1 = rng.choice(valid)
+                key = int.from_bytes(self.model.read_slot(b1, i1)[1], "big")
+                rows = self.rows_of(key)
+                choices = [(w, rows[w]) for w in range(self.ways) if w != b1]
+                if self.stash and b1 != self.ways:
+                    choices.append((self.ways, rng.randrange(self.stash)))
+                b2, i2 = rng.choice(choices)
+            else:
+                (b1, i1), (b2, i2) = self.random_address(), self.random_address()
+            self.op_move(b1, i1, b2, i2)
+        elif kind == "write_rule":
+            entry = rng.randrange(self.rules + 1) if self.rules else rng.randrange(3)
+            prio = rng.randrange(4) if rng.random() < 0.9 else rng.choice(
+                [(1 << self.prio_w) - 1, 1 << self.prio_w if self.prio_w < 32 else 0])
+            match, mask = self.random_rule(pool)
+            self.op_write_rule(entry, rng.random() < 0.85, match, mask, prio, rng.getrandbits(self.value_w))
+        elif kind == "read_rule":
+            self.op_read_rule(rng.randrange(self.rules + 2))
+        elif kind == "read_counter":
+            self.op_read_counter(rng.randrange(13))
+        elif kind == "read_rule_hits":
+            self.op_read_rule_hits(rng.randrange(self.rules + 2))
+        elif kind == "clear_counters":
+            self.op_clear_counters()
+        elif kind == "clear_table":
+            self.op_clear_table()
+        elif kind == "unknown":
+            self.op_unknown(rng.choice([0, 5, 6, 7, 17, 20, 31]))
+        else:
+            raise AssertionError(kind)
+
+
+DATA_MIX = {"get": 20, "lookup": 20, "set": 30, "del": 12}
+FULL_MIX = {"get": 14, "lookup": 16, "set": 22, "del": 9, "read_slot": 5, "write_slot": 3, "move": 6,
+            "write_rule": 6, "read_rule": 2, "read_counter": 2, "read_rule_hits": 2,
+            "clear_counters": 0.4, "clear_table": 0.2, "unknown": 0.6}
+
+
+def n_ops(default: int) -> int:
+    return int(os.environ.get("KV_ENGINE_OPS", default))
+
+
+@cocotb.test()
+async def run_data_plane(dut):
+    """GET/LOOKUP/SET/DEL from a small key pool (hits, updates, stash, FULL), back-to-back."""
+    tb = TB(dut, cocotb.RANDOM_SEED)
+    await tb.reset()
+    capacity = tb.geometry.capacity
+    pool = [tb.random_key() for _ in range(capacity + capacity // 2 + 2)]
+    for _ in range(n_ops(1500)):
+        tb.random_op(pool, DATA_MIX)
+    await tb.drain()
+    # one request per clock: with the sink always ready nothing ever waits for admission
+    # (when RSP_FIFO_DEPTH > LATENCY)
+    if tb.p["RSP_FIFO_DEPTH"] > tb.latency:
+        cycles = tb.accept_cycles
+        assert cycles[-1] - cycles[0] == len(cycles) - 1, "admission stalled without back-pressure"
+    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    await tb.final_check()
+    c = tb.model.counters()
+    tb.log.info("counters: %s", c)
+    if tb.stash:
+        assert c["inserts"] and c["updates"], c
+
+
+@cocotb.test()
+async def run_full_mix(dut):
+    """Every operation, random idle cycles on the input, random back-pressure on the output."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 1)
+    tb.idle_prob = 0.3
+    tb.ready_prob = 0.6
+    tb.ready_hold = (1, 6)
+    await tb.reset()
+    capacity = tb.geometry.capacity
+    pool = [tb.random_key() for _ in range(capacity + capacity // 2 + 2)]
+    for _ in range(n_ops(2000)):
+        tb.random_op(pool, FULL_MIX)
+    await tb.drain()
+    await tb.final_check()
+    c = tb.model.counters()
+    tb.log.info("counters: %s", c)
+
+
+@cocotb.test()
+async def run_full_mix_fast(dut):
+    """Every operation back to back with the sink always ready (hazards everywhere)."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 2)
+    await tb.reset()
+    pool = [tb.random_key() for _ in range(tb.geometry.capacity + 2)]
+    for _ in range(n_ops(1500)):
+        tb.random_op(pool, FULL_MIX)
+    await tb.drain()
+    await tb.final_check()
+    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+
+
+@cocotb.test()
+async def run_hazards(dut):
+    """Directed read-after-write sequences on consecutive cycles."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 3)
+    await tb.reset()
+    rng = tb.rng
+    keys = [tb.random_key() for _ in range(6)]
+    k = keys[0]
+    # same key back to back; SET then GET next cycle; DEL then SET; DEL twice
+    tb.op_set(k, 1)
+    tb.op_get(k)
+    tb.op_set(k, 2)
+    tb.op_set(k, 3)
+    tb.op_lookup(k)
+    tb.op_del(k)
+    tb.op_get(k)
+    tb.op_set(k, 4)
+    tb.op_del(k)
+    tb.op_del(k)
+    tb.op_set(k, 5)
+    tb.op_get(k)
+    # two keys sharing way-0's row alternately (if any collide), plus a burst of SETs of all keys
+    for key in keys:
+        tb.op_set(key, rng.getrandbits(tb.value_w))
+    for key in keys:
+        tb.op_get(key)
+    for key in reversed(keys):
+        tb.op_del(key)
+        tb.op_set(key, rng.getrandbits(tb.value_w))
+        tb.op_lookup(key)
+    # MOVE chains: each move followed at once by lookups and another move
+    for key in keys[:3]:
+        for _ in range(4):
+            valid = [s for s in tb.valid_slots()
+                     if int.from_bytes(tb.model.read_slot(*s)[1], "big") == key]
+            if not valid:
+                break
+            b1, i1 = valid[0]
+            rows = tb.rows_of(key)
+            dests = [(w, rows[w]) for w in range(tb.ways) if w != b1]
+            if tb.stash and b1 != tb.ways:
+                dests.append((tb.ways, 0))
+            b2, i2 = rng.choice(dests)
+            tb.op_move(b1, i1, b2, i2)
+            tb.op_get(key)
+            tb.op_read_slot(b2, i2)
+            tb.op_read_slot(b1, i1)
+            tb.op_set(key, rng.getrandbits(tb.value_w))
+            tb.op_lookup(key)
+    # WRITE_SLOT then everything on the next cycle
+    key = keys[4]
+    row = tb.rows_of(key)
+    tb.op_write_slot(1, row[1], True, key, 77)
+    tb.op_get(key)
+    tb.op_write_slot(0, row[0], True, key, 78)  # a second copy: GET answers from way 0
+    tb.op_get(key)
+    tb.op_set(key, 79)  # updates both copies
+    tb.op_read_slot(1, row[1])
+    tb.op_del(key)  # deletes both
+    tb.op_read_counter(10)
+    # WRITE_RULE then LOOKUP next cycle, priority ties (lowest entry wins), rule rewrites
+    if tb.rules:
+        probe = keys[5]
+        tb.op_del(probe)
+        last = min(tb.rules, 4)
+        for e in range(last):
+            tb.op_write_rule(e, True, 0, 0, 5, 100 + e)  # match-all, tie
+            tb.op_lookup(probe)
+        tb.op_write_rule(last - 1, True, 0, 0, 6, 200)  # higher priority wins
+        tb.op_lookup(probe)
+        tb.op_write_rule(last - 1, False, 0, 0, 6, 201)  # disabled: back to the tie
+        tb.op_lookup(probe)
+        tb.op_read_rule_hits(0)
+        tb.op_write_rule(0, True, probe, (1 << tb.key_w) - 1, 5, 300)  # exact-key rule
+        tb.op_lookup(probe)
+        tb.op_read_rule_hits(0)
+        tb.op_read_rule(0)
+        tb.op_set(probe, 9)
+        tb.op_lookup(probe)  # the exact table wins over rules
+        tb.op_del(probe)
+        tb.op_lookup(probe)
+        tb.op_clear_counters()
+        tb.op_lookup(probe)
+        tb.op_read_rule_hits(0)
+        tb.op_write_rule(0, True, 0, 0, 5, 301)
+        tb.op_read_rule_hits(0)
+        tb.op_write_rule(tb.rules, True, 0, 0, 1, 0)  # refused
+        if tb.prio_w < 32:
+            tb.op_write_rule(0, True, 0, 0, 1 << tb.prio_w, 0)  # refused
+        tb.op_lookup(probe)
+    # CLEAR_TABLE in the middle of traffic
+    tb.op_set(keys[0], 1)
+    tb.op_clear_table()
+    tb.op_get(keys[0])
+    tb.op_set(keys[0], 2)
+    tb.op_get(keys[0])
+    await tb.drain()
+    await tb.final_check()
+    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+
+
+@cocotb.test()
+async def run_backpressure(dut):
+    """Long tready-low bursts: admission stops (credits), nothing is lost, latency stays fixed."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 4)
+    tb.ready_prob = 0.3
+    tb.ready_hold = (1, 40)
+    await tb.reset()
+    pool = [tb.random_key() for _ in range(tb.geometry.capacity + 2)]
+    for _ in range(n_ops(800)):
+        tb.random_op(pool, DATA_MIX)
+    await tb.drain()
+    tb.ready_prob = 1.0
+    await tb.final_check()
+
+
+# ------------------------------------------------------------------------------------------
+# pytest: build and run the cocotb tests above
+# ------------------------------------------------------------------------------------------
+
+def _config(key_w, ways, rows, stash, rules, value_w=32, prio_w=4, **extra):
+    p = {"KEY_W": key_w, "VALUE_W": value_w, "WAYS": ways, "ROWS": rows, "STASH": stash,
+         "RULES": rules, "PRIO_W": prio_w, "HASH_SEED": DEFAULT_SEED, "TAG_W": 8}
+    p.update(extra)
+    return p
+
+
+def _config_id(sim: str, p: dict) -> str:
+    extra = "".join(f"-{k.lower()}{v}" for k, v in p.items()
+                    if k in ("HASH_STAGES", "RAM_LAT", "TREE_LEVELS_PER_STAGE", "RSP_FIFO_DEPTH"))
+    return (f"{sim}-k{p['KEY_W']}-v{p['VALUE_W']}-w{p['WAYS']}-r{p['ROWS']}-s{p['STASH']}"
+            f"-ru{p['RULES']}-p{p['PRIO_W']}{extra}")
+
+
+# Every key width, WAYS 2..4 (and 8), ROWS 4..16, STASH 0..4, RULES 0..8, both RAM latencies,
+# several tree shapes; Verilator gets one configuration (its build takes ~30 s).
+CONFIGS = [
+    ("icarus", _config(144, 2, 4, 2, 4)),
+    ("icarus", _config(288, 3, 8, 0, 0, value_w=64, HASH_STAGES=1)),
+    ("icarus", _config(576, 4, 16, 4, 8, prio_w=3, RAM_LAT=2, TREE_LEVELS_PER_STAGE=1)),
+    ("icarus", _config(1152, 2, 8, 1, 3, value_w=96, prio_w=32, HASH_STAGES=3)),
+    ("icarus", _config(144, 8, 2, 3, 1, prio_w=1, RSP_FIFO_DEPTH=4)),
+    ("icarus", _config(288, 2, 16, 0, 7, value_w=512, prio_w=16, TREE_LEVELS_PER_STAGE=3)),
+    ("verilator", _config(288, 4, 8, 4, 8, value_w=128, prio_w=8, RAM_LAT=2)),
+]
+
+
+def _hdl_value(v: int) -> str:
+    return f"64'h{v:016X}"
+
+
+@pytest.mark.parametrize("sim,params", CONFIGS, ids=[_config_id(s, p) for s, p in CONFIGS])
+def test_kv_engine(sim: str, params: dict) -> None:
+    import tools
+    from cocotb_tools.runner import get_runner
+
+    tools.setup_env()
+    tb_dir = Path(__file__).resolve().parent
+    if str(tb_dir) not in sys.path:
+        sys.path.insert(0, str(tb_dir))
+    build_dir = tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params)
+    hdl_params = {k: (_hdl_value(v) if k == "HASH_SEED" else v) for k, v in params.items()}
+    runner = get_runner(sim)
+    build_args = ["-Wno-fatal"] if sim == "verilator" else []
+    runner.build(
+        sources=tools.rtl_sources(*MODULES),
+        includes=[tools.RTL_DIR],
+        hdl_toplevel=TOPLEVEL,
+        parameters=hdl_params,
+        build_dir=build_dir,
+        build_args=build_args,
+        always=True,
+        timescale=("1ns", "1ps"),
+    )
+    runner.test(
+        hdl_toplevel=TOPLEVEL,
+        test_module="test_kv_engine",
+        test_dir=build_dir,
+        build_dir=build_dir,
+        seed=int(os.environ.get("KV_ENGINE_RANDOM_SEED", "20240601")),
+        extra_env={"KV_ENGINE_PARAMS": json.dumps(params), "PYTHONPATH": os.pathsep.join(
+            [str(REPO_DIR), str(HW_DIR), str(tb_dir), os.environ.get("PYTHONPATH", "")])},
+    )
