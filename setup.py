@@ -37,6 +37,14 @@ TEST_REQUIRES = [
     "pytest-timeout>=2",
 ]
 
+# The PYNQ driver (pynq_kv.pynq_driver). Only pynq 4.0.0 is tested; it pins numpy 1.26 and pulls
+# grpcio(-tools) 1.64.0, which has wheels up to CPython 3.12.
+PYNQ_REQUIRES = ["pynq==4.0.0"]
+
+# tests/test_pynq_driver.py and the backend suite run PYNQ's own DefaultIP/MMIO code on a
+# simulated device, so the test extra installs pynq wherever its wheels exist.
+TEST_REQUIRES += ["pynq==4.0.0; python_version < '3.13'"]
+
 DEV_REQUIRES = TEST_REQUIRES + [
     "ruff",
     "mypy",
@@ -62,10 +70,16 @@ setup(
     extras_require={
         "test": TEST_REQUIRES,
         "dev": DEV_REQUIRES,
+        "pynq": PYNQ_REQUIRES,
     },
     entry_points={
         "console_scripts": [
             "pynq-kv = pynq_kv.cli:main",
+        ],
+        # pynq.Overlay imports the modules of this group before binding IP drivers, so an
+        # overlay holding kv_engine_top gets KVEngineIP (pynq/overlay.py _register_drivers).
+        "pynq.lib": [
+            "pynq_kv = pynq_kv.pynq_driver",
         ],
     },
     classifiers=[
