@@ -77,7 +77,7 @@ class Bench:
     def pack(self, op, flag=0, entry=0, prio=0, index=0, key=0, mask=0, value=0) -> int:
         f = dict(op=op, flag=flag, bank=0, index=index, bank2=0, index2=0, entry=entry, prio=prio)
         word = 0
-        for name, (off, width) in REQ_FIELDS.items():
+        for name, (off, _width) in REQ_FIELDS.items():
             word |= f[name] << off
         return word | key << 106 | mask << (106 + self.key_w) | value << (106 + 2 * self.key_w)
 

@@ -95,6 +95,39 @@ def rtl_sources(*modules: str) -> list[Path]:
     return [RTL_DIR / f"{m}.v" for m in modules]
 
 
+def hdl_params(params: dict[str, object]) -> dict[str, object]:
+    """HDL parameter values: HASH_SEED as a 64-bit Verilog literal (it exceeds an integer)."""
+    return {k: (f"64'h{v:016X}" if k == "HASH_SEED" else v) for k, v in params.items()}
+
+
+def run_cocotb(sim: str, toplevel: str, test_file: str, sources: list[Path], params: dict[str, object],
+               build_dir: Path, *, seed: int, params_env: str, build_args: tuple[str, ...] = ()) -> None:
+    """Build one parametrization with cocotb_tools.runner and run the cocotb tests of test_file.
+
+    Each parametrization has its own build_dir; the testbench reads its parameters, as JSON,
+    from the environment variable params_env. sim "yosys" elaborates the sources with Yosys
+    and simulates that netlist with Icarus (parameters are baked into the netlist).
+    """
+    from cocotb_tools.runner import get_runner
+
+    setup_env()
+    tb_dir = Path(test_file).resolve().parent
+    if str(tb_dir) not in sys.path:  # the simulator's Python imports the test module by name
+        sys.path.insert(0, str(tb_dir))
+    values = hdl_params(params)
+    if sim == "yosys":
+        sources = [yosys_netlist(toplevel, sources, values, build_dir / f"{toplevel}_yosys.v")]
+        values, sim = {}, "icarus"
+    runner = get_runner(sim)
+    runner.build(sources=sources, includes=[RTL_DIR], hdl_toplevel=toplevel, parameters=values,
+                 build_dir=build_dir, build_args=list(build_args), always=True,
+                 timescale=("1ns", "1ps"))
+    runner.test(hdl_toplevel=toplevel, test_module=Path(test_file).stem, test_dir=build_dir,
+                build_dir=build_dir, seed=seed,
+                extra_env={params_env: json.dumps(params), "PYTHONPATH": os.pathsep.join(
+                    [str(REPO_DIR), str(HW_DIR), str(tb_dir), os.environ.get("PYTHONPATH", "")])})
+
+
 def yosys_param_args(params: dict[str, object]) -> str:
     """`-set NAME VALUE ...` for a Yosys chparam command."""
     return " ".join(f"-set {k} {v}" for k, v in params.items())

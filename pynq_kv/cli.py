@@ -135,12 +135,6 @@ def _load_engine(cfg: Config) -> KVEngine:
     return engine
 
 
-def _save_engine(engine: Any, path: Path) -> None:
-    """engine.dump writes a temporary file next to path and renames it over path (atomic)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    engine.dump(path)
-
-
 @contextlib.contextmanager
 def _lock(path: Path, exclusive: bool) -> Iterator[None]:
     if fcntl is None:
@@ -170,11 +164,9 @@ def session(cfg: Config, save: bool = False) -> Iterator[Any]:
         try:
             yield engine
             if save:
-                _save_engine(engine, cfg.state)
+                engine.dump(cfg.state)  # a temporary file renamed over the state: atomic
         finally:
-            close = getattr(engine, "close", None)
-            if callable(close):
-                close()
+            engine.close()
 
 
 def _cfg(ctx: click.Context) -> Config:
@@ -517,16 +509,8 @@ def rules() -> None:
     """Wildcard rules: value/mask entries with a priority (see 'rules add --help')."""
 
 
-def _rule_entries(rule: Any) -> list[tuple[int, int]]:
-    entries = getattr(rule, "entries", None) or []
-    out = []
-    for entry in entries:
-        match = getattr(entry, "match", None)
-        mask = getattr(entry, "mask", None)
-        if match is None:
-            match, mask = entry[0], entry[1]
-        out.append((int(match), int(mask)))
-    return out
+def _rule_entries(rule: Rule) -> list[tuple[int, int]]:
+    return [(entry.match, entry.mask) for entry in rule.entries]
 
 
 @rules.command("add")
@@ -590,8 +574,8 @@ def rules_list(ctx: click.Context, entries: bool, as_json: bool) -> None:
     if as_json:
         _echo_json([
             {
-                "id": rule_id, "name": getattr(rule, "name", None), "priority": rule.priority,
-                "value": rule.value, "fields": getattr(rule, "spec", None),
+                "id": rule_id, "name": rule.name, "priority": rule.priority,
+                "value": rule.value, "fields": rule.spec,
                 "entries": [{"match": f"0x{m:0{hex_digits}x}", "mask": f"0x{k:0{hex_digits}x}"}
                             for m, k in _rule_entries(rule)],
             }
@@ -604,8 +588,7 @@ def rules_list(ctx: click.Context, entries: bool, as_json: bool) -> None:
     click.echo(f"{'id':>5} {'priority':>10} {'entries':>8}  value  [name] fields")
     for rule_id, rule in sorted(table.items()):
         pairs = _rule_entries(rule)
-        extra = " ".join(x for x in (f"[{rule.name}]" if getattr(rule, "name", None) else "",
-                                     _spec_text(getattr(rule, "spec", None))) if x)
+        extra = " ".join(x for x in (f"[{rule.name}]" if rule.name else "", _spec_text(rule.spec)) if x)
         click.echo(f"{rule_id:>5} {rule.priority:>10} {len(pairs):>8}  {_text(rule.value)}"
                    + (f"  {extra}" if extra else ""))
         if entries:
@@ -811,7 +794,7 @@ def dump(ctx: click.Context, file: Path, fmt: Optional[str]) -> None:
     fmt = _detect_format(file, fmt)
     with session(cfg) as engine:
         if fmt == "snapshot":
-            _save_engine(engine, file)
+            engine.dump(file)
             click.echo(f"snapshot written to {file}")
             return
         buf = io.StringIO()

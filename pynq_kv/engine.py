@@ -12,7 +12,6 @@ import json
 import os
 import tempfile
 import zipfile
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence, Union

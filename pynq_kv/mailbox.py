@@ -25,6 +25,10 @@ from .errors import CommandError, KVError
 from .geometry import Geometry
 
 POLL_LIMIT = 10_000  # STATUS reads before a command is declared lost
+# Request register of each single-word request field.
+_SCALAR_REGS = {"flag": rm.REG_REQ_FLAG, "bank": rm.REG_REQ_BANK, "index": rm.REG_REQ_INDEX,
+                "bank2": rm.REG_REQ_BANK2, "index2": rm.REG_REQ_INDEX2,
+                "entry": rm.REG_REQ_ENTRY, "prio": rm.REG_REQ_PRIO}
 
 
 class RegisterAccess(Protocol):
@@ -92,9 +96,6 @@ class MailboxBackend(Backend):
 
     def _command(self, op: int, **fields: int) -> int:
         """Send one request; returns the response status code. Refused commands raise."""
-        scalar = {"flag": rm.REG_REQ_FLAG, "bank": rm.REG_REQ_BANK, "index": rm.REG_REQ_INDEX,
-                  "bank2": rm.REG_REQ_BANK2, "index2": rm.REG_REQ_INDEX2,
-                  "entry": rm.REG_REQ_ENTRY, "prio": rm.REG_REQ_PRIO}
         self._put(rm.REG_REQ_OP, op)
         for name, value in fields.items():
             if name == "key":
@@ -104,7 +105,7 @@ class MailboxBackend(Backend):
             elif name == "value":
                 self._put_words(rm.REG_REQ_VALUE, value, self._value_words)
             else:
-                self._put(scalar[name], value)
+                self._put(_SCALAR_REGS[name], value)
         self.regs.write32(rm.REG_CTRL, rm.CTRL_GO)
         for _ in range(POLL_LIMIT):
             status = self.regs.read32(rm.REG_STATUS)
@@ -114,7 +115,7 @@ class MailboxBackend(Backend):
             raise MailboxError(f"opcode {op}: no response after {POLL_LIMIT} status reads")
         code = (status & rm.STATUS_RSP_STATUS) >> rm.STATUS_RSP_STATUS_SHIFT
         if code == rm.ST_REFUSED:
-            raise CommandError(f"the engine refused opcode {op} with {fields_text(fields)}")
+            raise CommandError(f"the engine refused opcode {op} with {_fields_text(fields)}")
         return code
 
     def _key_int(self, raw: np.ndarray) -> int:
@@ -228,6 +229,6 @@ def _address(bank: int, index: int) -> dict[str, int]:
     return {"bank": _field(bank, rm.REQ_BANK_W), "index": _field(index, rm.REQ_INDEX_W)}
 
 
-def fields_text(fields: dict[str, int]) -> str:
+def _fields_text(fields: dict[str, int]) -> str:
     shown = {k: v for k, v in fields.items() if k not in ("key", "mask", "value")}
     return ", ".join(f"{k}={v}" for k, v in shown.items()) or "no fields"

@@ -536,29 +536,8 @@ CONFIGS = [
 @pytest.mark.parametrize("sim,params", CONFIGS, ids=[_config_id(s, p) for s, p in CONFIGS])
 def test_kv_csr(sim: str, params: dict) -> None:
     import tools
-    from cocotb_tools.runner import get_runner
 
-    tools.setup_env()
-    tb_dir = Path(__file__).resolve().parent
-    if str(tb_dir) not in sys.path:
-        sys.path.insert(0, str(tb_dir))
-    build_dir = tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params)
-    hdl_params = {k: (f"64'h{v:016X}" if k == "HASH_SEED" else v) for k, v in params.items()}
-    runner = get_runner(sim)
-    runner.build(
-        sources=tools.rtl_sources(TOPLEVEL),
-        includes=[tools.RTL_DIR],
-        hdl_toplevel=TOPLEVEL,
-        parameters=hdl_params,
-        build_dir=build_dir,
-        always=True,
-        timescale=("1ns", "1ps"),
-    )
-    runner.test(
-        hdl_toplevel=TOPLEVEL,
-        test_module="test_kv_csr",
-        test_dir=build_dir,
-        build_dir=build_dir,
-        seed=int(os.environ.get("KV_CSR_RANDOM_SEED", "20240601")),
-        extra_env={"KV_CSR_PARAMS": json.dumps(params)},
-    )
+    tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(TOPLEVEL), params,
+                     tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
+                     seed=int(os.environ.get("KV_CSR_RANDOM_SEED", "20240601")),
+                     params_env="KV_CSR_PARAMS", build_args=())

@@ -721,39 +721,12 @@ CONFIGS = [
 ]
 
 
-def _hdl_value(v: int) -> str:
-    return f"64'h{v:016X}"
-
 
 @pytest.mark.parametrize("sim,params", CONFIGS, ids=[_config_id(s, p) for s, p in CONFIGS])
 def test_kv_engine(sim: str, params: dict) -> None:
     import tools
-    from cocotb_tools.runner import get_runner
 
-    tools.setup_env()
-    tb_dir = Path(__file__).resolve().parent
-    if str(tb_dir) not in sys.path:
-        sys.path.insert(0, str(tb_dir))
-    build_dir = tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params)
-    hdl_params = {k: (_hdl_value(v) if k == "HASH_SEED" else v) for k, v in params.items()}
-    runner = get_runner(sim)
-    build_args = ["-Wno-fatal"] if sim == "verilator" else []
-    runner.build(
-        sources=tools.rtl_sources(*MODULES),
-        includes=[tools.RTL_DIR],
-        hdl_toplevel=TOPLEVEL,
-        parameters=hdl_params,
-        build_dir=build_dir,
-        build_args=build_args,
-        always=True,
-        timescale=("1ns", "1ps"),
-    )
-    runner.test(
-        hdl_toplevel=TOPLEVEL,
-        test_module="test_kv_engine",
-        test_dir=build_dir,
-        build_dir=build_dir,
-        seed=int(os.environ.get("KV_ENGINE_RANDOM_SEED", "20240601")),
-        extra_env={"KV_ENGINE_PARAMS": json.dumps(params), "PYTHONPATH": os.pathsep.join(
-            [str(REPO_DIR), str(HW_DIR), str(tb_dir), os.environ.get("PYTHONPATH", "")])},
-    )
+    tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(*MODULES), params,
+                     tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
+                     seed=int(os.environ.get("KV_ENGINE_RANDOM_SEED", "20240601")),
+                     params_env="KV_ENGINE_PARAMS", build_args=("-Wno-fatal",) if sim == "verilator" else ())

@@ -320,43 +320,12 @@ CONFIGS = [
 ]
 
 
-def _hdl_value(v: int) -> str:
-    return f"64'h{v:016X}"
-
 
 @pytest.mark.parametrize("sim,params", CONFIGS, ids=[_config_id(s, p) for s, p in CONFIGS])
 def test_kv_h3_hash(sim: str, params: dict) -> None:
     import tools
-    from cocotb_tools.runner import get_runner
 
-    tools.setup_env()
-    tb_dir = Path(__file__).resolve().parent
-    if str(tb_dir) not in sys.path:  # the simulator's Python imports this module by name
-        sys.path.insert(0, str(tb_dir))
-    build_dir = tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params)
-    hdl_params = {k: (_hdl_value(v) if k == "HASH_SEED" else v) for k, v in params.items()}
-    sources = tools.rtl_sources(TOPLEVEL)
-
-    if sim == "yosys":
-        # elaborate with Yosys; the netlist has the parameters baked in
-        sources = [tools.yosys_netlist(TOPLEVEL, sources, hdl_params, build_dir / f"{TOPLEVEL}_yosys.v")]
-        hdl_params = {}
-        sim = "icarus"
-
-    runner = get_runner(sim)
-    runner.build(
-        sources=sources,
-        hdl_toplevel=TOPLEVEL,
-        parameters=hdl_params,
-        build_dir=build_dir,
-        always=True,
-        timescale=("1ns", "1ps"),
-    )
-    runner.test(
-        hdl_toplevel=TOPLEVEL,
-        test_module="test_kv_hash",
-        test_dir=build_dir,
-        build_dir=build_dir,
-        seed=int(os.environ.get("KV_HASH_RANDOM_SEED", "20240601")),
-        extra_env={"KV_HASH_PARAMS": json.dumps(params)},
-    )
+    tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(TOPLEVEL), params,
+                     tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
+                     seed=int(os.environ.get("KV_HASH_RANDOM_SEED", "20240601")),
+                     params_env="KV_HASH_PARAMS", build_args=())
