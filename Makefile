@@ -27,10 +27,11 @@ INSTALL_INPUTS := setup.py $(REQUIREMENTS)
 # System packages. BASE_DEPS are needed to build the venv (make run); DEPS by the tests.
 # To add one:  DEPS += iverilog   and, unless `dpkg -s <package>` is the right check, give it
 # a check command:  check_iverilog = command -v iverilog
-# Packages listed in hw/apt-packages.txt (any number a line, # comments) join DEPS when it exists.
+# Packages listed in apt-packages.txt and hw/apt-packages.txt (any number a line, # comments) join
+# DEPS when they exist.
 # The deps targets run apt-get only if a check fails, and only as root (else they say what to do).
 BASE_DEPS := python3-venv
-DEPS      := $(BASE_DEPS) $(shell sed -e 's/\#.*//' hw/apt-packages.txt 2>/dev/null)
+DEPS      := $(BASE_DEPS) $(shell sed -e 's/\#.*//' apt-packages.txt hw/apt-packages.txt 2>/dev/null)
 check_python3-venv = $(PYTHON) -c 'import venv, ensurepip'
 
 dep_check = $(if $(check_$(1)),$(check_$(1)),dpkg -s $(1))

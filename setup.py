@@ -35,6 +35,10 @@ TEST_REQUIRES = [
     "pytest>=7",
     "hypothesis>=6",
     "pytest-timeout>=2",
+    "redis>=5",  # redis-py: the RESP client tests (also run against a real redis-server)
+    "httpx>=0.27",  # FastAPI's TestClient
+    "schemathesis>=4",  # the admin API's OpenAPI, fuzzed
+    "scapy>=2.5",  # frames for the Ethernet front-end tests
 ]
 
 # The PYNQ driver (pynq_kv.pynq_driver). Only pynq 4.0.0 is tested; it pins numpy 1.26 and pulls
@@ -58,14 +62,22 @@ setup(
     long_description=_readme(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["pynq_kv", "pynq_kv.*"]),
-    package_data={"pynq_kv": ["*.json"]},
+    packages=find_packages(include=["pynq_kv", "pynq_kv.*"]) + ["pynq_kv_api", "pynq_kv_api.routers"],
+    # the admin service lives in api/ (the project layout) and installs as pynq_kv_api
+    package_dir={"pynq_kv_api": "api"},
+    package_data={"pynq_kv": ["*.json"], "pynq_kv_api": ["static/*"]},
     include_package_data=False,
     install_requires=[
         # pynq 4.0.0 (to be added as a board extra) pins numpy 1.26: keep the same pin everywhere.
         "numpy==1.26.*",
         "click>=8.1",
         "tqdm>=4.60",
+        # pynq-kv serve: the admin service, its metrics, and the RESP front-end's parser
+        "fastapi>=0.110",
+        "uvicorn>=0.29",
+        "prometheus-client>=0.20",
+        "hiredis>=2.3",
+        "tomli>=2; python_version < '3.11'",
     ],
     extras_require={
         "test": TEST_REQUIRES,

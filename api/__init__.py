@@ -1,0 +1,1 @@
+"""pynq-kv admin service (FastAPI); installed as pynq_kv_api."""

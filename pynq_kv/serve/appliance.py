@@ -1,0 +1,88 @@
+"""The appliance: one KVEngine and the front-ends that serve it.
+
+Every front-end (Redis/RESP, memcached/UDP, the admin REST service) holds the `Appliance`, never
+a backend, and reaches the engine through `appliance.engine`. They all run on one asyncio event
+loop, so engine calls never interleave: no locks, and a REST write is ordered with RESP writes
+exactly as the loop runs them. Front-ends register a stats callable so INFO, /v1/stats and
+/metrics can show every front-end's counters side by side.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..engine import KVEngine
+from ..layout import FieldLayout
+
+StatsFn = Callable[[], dict[str, Any]]
+
+
+class Appliance:
+    """The engine being served, how to rebuild it, and the front-ends' counters."""
+
+    def __init__(self, engine_factory: Callable[[], KVEngine], *,
+                 layout: Optional[FieldLayout] = None,
+                 state_path: Optional[Path] = None) -> None:
+        self._factory = engine_factory
+        self.engine: KVEngine = engine_factory()
+        self.layout = layout
+        self.state_path = state_path
+        self.started = time.time()
+        self.reloads = 0
+        self._frontends: dict[str, StatsFn] = {}
+        if state_path is not None and Path(state_path).exists():
+            self.engine.restore(state_path)
+
+    @property
+    def backend(self) -> str:
+        return self.engine.backend.name
+
+    @property
+    def uptime(self) -> float:
+        return time.time() - self.started
+
+    def register_frontend(self, name: str, stats: StatsFn) -> None:
+        """Make a front-end's counters part of stats(); name is e.g. "resp", "udp", "admin"."""
+        self._frontends[name] = stats
+
+    def unregister_frontend(self, name: str) -> None:
+        self._frontends.pop(name, None)
+
+    def frontend_stats(self) -> dict[str, dict[str, Any]]:
+        return {name: stats() for name, stats in self._frontends.items()}
+
+    def reload(self) -> int:
+        """Rebuild the engine (a board reloads its overlay) and put every entry and rule back.
+
+        The host copy is taken before the old engine closes; if the new engine cannot be made
+        or refuses the copy, the old one stays in service. Returns the entries restored.
+        """
+        fd, tmp = tempfile.mkstemp(prefix="pynq-kv-reload-", suffix=".npz")
+        os.close(fd)
+        try:
+            self.engine.dump(tmp)
+            fresh = self._factory()
+            try:
+                restored = fresh.restore(tmp)
+            except BaseException:
+                fresh.close()
+                raise
+        finally:
+            os.unlink(tmp)
+        old, self.engine = self.engine, fresh
+        old.close()
+        self.reloads += 1
+        return restored
+
+    def save(self) -> Optional[int]:
+        """Write the tables to the state file (atomically), if serve was given one."""
+        if self.state_path is None:
+            return None
+        return self.engine.dump(self.state_path)
+
+    def close(self) -> None:
+        self.engine.close()
