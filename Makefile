@@ -1,6 +1,6 @@
 # pynq-kv — top-level targets.
 #
-#   make run     set up the venv, then run the appliance on the simulated overlay (model backend)
+#   make run     set up the venv, then run the appliance (pynq-kv serve) on the simulated overlay
 #   make test    install missing system packages (root only), set up the venv, run every test
 #   make bench   run benchmarks/*.py
 #   make clean   remove build outputs and caches      make distclean   ... and the venv too
@@ -74,9 +74,10 @@ $(STAMP): $(INSTALL_INPUTS) | $(VPY)
 
 venv: base-deps $(STAMP)
 
+# the appliance on the simulated overlay (model backend), on 127.0.0.1; stop with Ctrl-C
+# (extra flags: make run SERVE_ARGS="--resp-port 6390")
 run: venv
-	$(VENV)/bin/pynq-kv info
-	$(VENV)/bin/pynq-kv demo
+	$(VENV)/bin/pynq-kv serve $(SERVE_ARGS)
 
 test: deps venv
 	$(VPY) -m pytest $(PYTEST_ARGS) $(TEST_PATHS)

@@ -1,0 +1,206 @@
+"""Run the appliance: one engine, the Redis, memcached-UDP and admin front-ends, one event loop.
+
+`serve()` starts everything, logs where each front-end listens, and on SIGINT/SIGTERM stops
+accepting, closes every front-end, writes the state file (when there is one) and closes the
+engine. Front-ends share the loop, so engine calls never interleave (see appliance.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterator, Optional
+
+from .. import __version__
+from ..engine import KVEngine
+from .appliance import Appliance
+from .config import ServeConfig
+
+log = logging.getLogger("pynq_kv.serve")
+
+
+@dataclass
+class Running:
+    """What serve started: the appliance and the address of every listening front-end."""
+
+    appliance: Appliance
+    addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    async def close(self) -> None:
+        """Close front-ends newest first, then save and close the engine."""
+        while self.closers:
+            closer = self.closers.pop()
+            try:
+                await closer()
+            except Exception:  # one front-end failing to close must not keep the state unsaved
+                log.exception("error while closing a front-end")
+        saved = self.appliance.save()
+        if saved is not None:
+            log.info("saved %d entries and %d rules to %s", saved, len(self.appliance.engine.rules()),
+                     self.appliance.state_path)
+        self.appliance.close()
+
+
+def make_appliance(config: ServeConfig) -> Appliance:
+    """The engine the config describes, restored from the state file when it exists."""
+    geometry = config.make_geometry()
+    layout = config.make_layout(geometry.key_width)
+
+    def factory() -> KVEngine:
+        return KVEngine(config.backend, geometry, value_kind=config.value_kind)
+
+    return Appliance(factory, layout=layout, state_path=config.state)
+
+
+def _bound_tcp_socket(host: str, port: int) -> socket.socket:
+    """A listening socket bound now, so a busy port fails start-up with a clear error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def _start_admin(running: Running, config: ServeConfig) -> None:
+    import uvicorn
+
+    from pynq_kv_api.main import create_app
+
+    class EmbeddedServer(uvicorn.Server):
+        """uvicorn without its own signal handlers: serve() owns SIGINT/SIGTERM."""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    app = create_app(running.appliance, token=config.admin_token, config=config.public())
+    sock = _bound_tcp_socket(config.bind, config.admin_port)
+    server = EmbeddedServer(uvicorn.Config(app, log_level="warning", access_log=False,
+                                           lifespan="off"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            task.result()  # raises what stopped it
+            raise RuntimeError("the admin service stopped during start-up")
+        await asyncio.sleep(0.01)
+
+    async def close() -> None:
+        server.should_exit = True
+        await task
+        sock.close()
+
+    running.closers.append(close)
+    running.addresses["admin"] = sock.getsockname()[:2]
+
+
+async def _start_resp(running: Running, config: ServeConfig) -> None:
+    from .resp import RespConfig, start_resp_server
+
+    server = await start_resp_server(running.appliance, config.bind, config.resp_port,
+                                     config=RespConfig(requirepass=config.requirepass))
+    running.closers.append(server.close)
+    running.addresses["resp"] = (config.bind, server.port)
+
+
+async def _start_udp(running: Running, config: ServeConfig) -> None:
+    from ..net.server import start_udp_server
+
+    server = await start_udp_server(running.appliance, config.bind, config.udp_port)
+    running.closers.append(server.close)
+    running.addresses["udp"] = (config.bind, server.port)
+
+
+STARTERS = {"resp": _start_resp, "udp": _start_udp, "admin": _start_admin}
+
+
+async def start(config: ServeConfig) -> Running:
+    """Build the appliance and start every enabled front-end; on any failure undo it all."""
+    appliance = make_appliance(config)
+    running = Running(appliance)
+    try:
+        for name, starter in STARTERS.items():
+            if config.enabled(name):
+                await starter(running, config)
+    except BaseException:
+        await running.close()
+        raise
+    return running
+
+
+def describe(running: Running, config: ServeConfig) -> list[str]:
+    """The start-up banner: version, backend, geometry, and what listens where."""
+    engine = running.appliance.engine
+    g = engine.geometry
+    occ = engine.occupancy()
+    lines = [
+        f"pynq-kv {__version__} serving backend={engine.backend.name} "
+        f"key_width={g.key_width} value_width={g.value_width} ways={g.ways} rows={g.rows} "
+        f"stash={g.stash} rules={g.rules} (capacity {g.capacity}, {occ.used} entries loaded"
+        + (f" from {config.state}" if config.state else "") + ")",
+    ]
+    labels = {"resp": "Redis (RESP2/RESP3) on tcp://{}:{}",
+              "udp": "memcached (binary + text) on udp://{}:{}",
+              "admin": "admin API on http://{}:{}/ (OpenAPI docs at /docs, metrics at /metrics)"}
+    for name, template in labels.items():
+        if name in running.addresses:
+            host, port = running.addresses[name]
+            lines.append("  " + template.format(host, port))
+    if config.state and config.save_interval:
+        lines.append(f"  state file {config.state}, saved every {config.save_interval:g} s "
+                     "and at shutdown")
+    elif config.state:
+        lines.append(f"  state file {config.state}, saved at shutdown")
+    else:
+        lines.append("  no state file: the tables live in memory only (--state to keep them)")
+    return lines
+
+
+async def _save_periodically(appliance: Appliance, interval: float) -> None:
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            appliance.save()
+        except Exception:  # a full disk must not stop serving; the next round tries again
+            log.exception("periodic save to %s failed", appliance.state_path)
+
+
+async def serve(config: ServeConfig, *, ready: Optional[Callable[[Running], Any]] = None) -> None:
+    """Run until SIGINT/SIGTERM; `ready` is called once everything listens."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    running = await start(config)
+    saver = None
+    try:
+        for line in describe(running, config):
+            log.info("%s", line)
+        if config.state and config.save_interval:
+            saver = asyncio.create_task(_save_periodically(running.appliance, config.save_interval))
+        if ready is not None:
+            ready(running)
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        if saver is not None:
+            saver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await saver
+        await running.close()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    log.info("stopped")

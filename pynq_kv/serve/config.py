@@ -1,0 +1,172 @@
+"""Settings of `pynq-kv serve`: defaults < config file (TOML) < command-line flags.
+
+The config file uses the flags' names with underscores (``resp_port = 6390``), so anything a flag
+can say a file can say, and one validation covers both.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+from ..errors import KVError
+from ..geometry import Geometry
+from ..layout import FieldLayout
+
+FRONTENDS = ("resp", "udp", "admin")
+BACKENDS = ("model", "rtl", "pynq", "xrt")
+GEOMETRY_KEYS = ("key_width", "value_width", "ways", "rows", "stash", "rules", "prio_width",
+                 "hash_seed")
+
+
+class ConfigError(KVError, ValueError):
+    """A config file or flag combination serve cannot start with."""
+
+
+@dataclass
+class ServeConfig:
+    """Everything serve needs to start; ports of 0 pick a free port (tests)."""
+
+    backend: str = "model"
+    bind: str = "127.0.0.1"
+    resp_port: int = 6380
+    udp_port: int = 11211
+    admin_port: int = 8080
+    disable: list[str] = field(default_factory=list)
+    state: Optional[Path] = None
+    save_interval: float = 60.0
+    requirepass: Optional[str] = None
+    admin_token: Optional[str] = None
+    value_kind: str = "bytes"
+    layout: Optional[str] = None
+    geometry: dict[str, int] = field(default_factory=dict)
+    log_level: str = "info"
+
+    def enabled(self, frontend: str) -> bool:
+        return frontend not in self.disable
+
+    def make_geometry(self) -> Geometry:
+        return Geometry(**self.geometry)
+
+    def make_layout(self, key_width: int) -> Optional[FieldLayout]:
+        """The FieldLayout of "name:type,name:type" (rules and lookups by field), or None."""
+        if not self.layout:
+            return None
+        pairs = []
+        for item in self.layout.split(","):
+            name, sep, kind = item.strip().partition(":")
+            if not sep:
+                raise ConfigError(f"layout field {item!r} is not name:type")
+            pairs.append((name.strip(), kind.strip()))
+        return FieldLayout(key_width, pairs)
+
+    def validate(self) -> None:
+        """Refuse what would start a broken or unsafe appliance, with the reason."""
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        unknown = [f for f in self.disable if f not in FRONTENDS]
+        if unknown:
+            raise ConfigError(f"cannot disable {', '.join(unknown)}: front-ends are "
+                              f"{', '.join(FRONTENDS)}")
+        if set(FRONTENDS) <= set(self.disable):
+            raise ConfigError("every front-end is disabled: nothing to serve")
+        for name in ("resp_port", "udp_port", "admin_port"):
+            port = getattr(self, name)
+            if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+                raise ConfigError(f"{name} must be 0..65535, got {port!r}")
+        if self.save_interval < 0:
+            raise ConfigError("save_interval must be >= 0 seconds (0 = only at shutdown)")
+        if self.value_kind not in ("bytes", "int"):
+            raise ConfigError(f"value_kind must be bytes or int, got {self.value_kind!r}")
+        unknown = [k for k in self.geometry if k not in GEOMETRY_KEYS]
+        if unknown:
+            raise ConfigError(f"unknown geometry key(s) {', '.join(unknown)} "
+                              f"(known: {', '.join(GEOMETRY_KEYS)})")
+        geometry = self.make_geometry()  # GeometryError names the bad field
+        self.make_layout(geometry.key_width)
+        if not is_loopback(self.bind):
+            if self.enabled("admin") and not self.admin_token:
+                raise ConfigError(f"refusing to serve the admin API on {self.bind} (not loopback) "
+                                  "without a token: set --admin-token or PYNQ_KV_ADMIN_TOKEN")
+            if self.enabled("resp") and not self.requirepass:
+                raise ConfigError(f"refusing to serve RESP on {self.bind} (not loopback) without "
+                                  "a password: set --requirepass or PYNQ_KV_REQUIREPASS")
+
+    def public(self) -> dict[str, Any]:
+        """The settings without secrets, for logs and /v1/overlay."""
+        out = asdict(self)
+        for secret in ("requirepass", "admin_token"):
+            out[secret] = "(set)" if out[secret] else None
+        out["state"] = str(self.state) if self.state else None
+        return out
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """The settings of a TOML file, checked against ServeConfig's fields.
+
+    Geometry may be given flat (``rows = 1024``) or in a ``[geometry]`` table.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: {exc}") from exc
+    known = {f.name for f in fields(ServeConfig)}
+    out: dict[str, Any] = {}
+    geometry = dict(data.pop("geometry", {}) or {})
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name in GEOMETRY_KEYS:
+            geometry[name] = value
+        elif name in known:
+            out[name] = value
+        else:
+            raise ConfigError(f"config file {path}: unknown setting {key!r}")
+    if geometry:
+        out["geometry"] = geometry
+    if "state" in out and out["state"] is not None:
+        out["state"] = Path(os.path.expanduser(str(out["state"])))
+    if isinstance(out.get("disable"), str):
+        out["disable"] = [out["disable"]]
+    return out
+
+
+def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -> ServeConfig:
+    """Defaults, overridden by the file, overridden by flags given explicitly; validated."""
+    merged: dict[str, Any] = {}
+    for source in (file_settings, flag_settings):
+        for key, value in source.items():
+            if key == "geometry":
+                merged.setdefault("geometry", {}).update(value)
+            else:
+                merged[key] = value
+    env_secrets = {"requirepass": "PYNQ_KV_REQUIREPASS", "admin_token": "PYNQ_KV_ADMIN_TOKEN"}
+    for key, env in env_secrets.items():
+        if not merged.get(key) and os.environ.get(env):
+            merged[key] = os.environ[env]
+    try:
+        config = ServeConfig(**merged)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from exc
+    config.validate()
+    return config

@@ -1,0 +1,97 @@
+"""`pynq-kv serve` settings: defaults < TOML file < flags, and the refusals that keep it safe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pynq_kv.errors import GeometryError
+from pynq_kv.serve.config import ConfigError, ServeConfig, build_config, is_loopback, load_config_file
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "serve.toml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_are_loopback_and_documented_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYNQ_KV_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv("PYNQ_KV_REQUIREPASS", raising=False)
+    config = build_config({}, {})
+    assert (config.bind, config.resp_port, config.udp_port, config.admin_port) == (
+        "127.0.0.1", 6380, 11211, 8080)
+    assert config.backend == "model" and config.state is None
+    assert all(config.enabled(f) for f in ("resp", "udp", "admin"))
+
+
+def test_file_then_flags_override(tmp_path: Path) -> None:
+    path = write(tmp_path, """
+backend = "model"
+resp-port = 7000
+admin_port = 7001
+rows = 1024
+state = "~/kv.npz"
+disable = "udp"
+[geometry]
+rules = 32
+""")
+    settings = load_config_file(path)
+    config = build_config(settings, {"admin_port": 9000, "geometry": {"rows": 2048}})
+    assert config.resp_port == 7000 and config.admin_port == 9000
+    assert config.geometry == {"rows": 2048, "rules": 32}
+    assert config.make_geometry().rows == 2048
+    assert config.state == Path.home() / "kv.npz"
+    assert not config.enabled("udp") and config.enabled("resp")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("colour = 1\n", "unknown setting 'colour'"),
+    ("rows = \n", "config file"),
+    ("resp_port = 70000\n", "resp_port must be 0..65535"),
+    ("backend = 'fpga'\n", "backend must be one of"),
+    ("disable = ['resp', 'udp', 'admin']\n", "nothing to serve"),
+    ("disable = ['smtp']\n", "cannot disable smtp"),
+    ("layout = 'src_ip'\n", "is not name:type"),
+    ("save_interval = -1\n", "save_interval"),
+])
+def test_bad_files_are_refused_with_the_reason(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config(load_config_file(write(tmp_path, text)), {})
+
+
+def test_bad_geometry_names_the_field(tmp_path: Path) -> None:
+    with pytest.raises(GeometryError, match="rows must be a power of two"):
+        build_config(load_config_file(write(tmp_path, "rows = 1000\n")), {})
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config_file(tmp_path / "nope.toml")
+
+
+def test_non_loopback_bind_needs_token_and_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYNQ_KV_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv("PYNQ_KV_REQUIREPASS", raising=False)
+    with pytest.raises(ConfigError, match="admin API on 0.0.0.0 .* without a token"):
+        build_config({}, {"bind": "0.0.0.0"})
+    with pytest.raises(ConfigError, match="RESP on 0.0.0.0 .* without a password"):
+        build_config({}, {"bind": "0.0.0.0", "admin_token": "t"})
+    monkeypatch.setenv("PYNQ_KV_ADMIN_TOKEN", "zq-t0ken-91")
+    monkeypatch.setenv("PYNQ_KV_REQUIREPASS", "pw")
+    config = build_config({}, {"bind": "0.0.0.0"})
+    assert config.admin_token == "zq-t0ken-91" and config.requirepass == "pw"
+    assert config.public()["admin_token"] == "(set)" and "zq-t0ken-91" not in repr(config.public())
+
+
+def test_loopback_detection() -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert is_loopback("127.1.2.3")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.1") and not is_loopback("example.org")
+
+
+def test_layout_setting_builds_a_field_layout() -> None:
+    config = ServeConfig(layout="src_ip:ipv4, dst_port:port")
+    layout = config.make_layout(288)
+    assert layout is not None and [f.name for f in layout.fields] == ["src_ip", "dst_port"]
