@@ -1,0 +1,96 @@
+"""Keys and values between their HTTP forms and the engine's (docs/api.md, "Keys and values").
+
+A {key} in a URL is UTF-8 text by default; ``?encoding=hex|base64`` addresses any byte string,
+``?encoding=int`` an integer (raw) key, ``?encoding=fields`` a structured key written
+``name=value,name=value`` through the appliance's field layout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from fastapi import Query
+
+from pynq_kv.bulk import Item, item_to_json, text_to_bytes, text_to_int
+from pynq_kv.engine import KVEngine
+from pynq_kv.errors import KVError
+from pynq_kv.layout import FieldLayout
+
+from .errors import InputError, Loc
+from .models import Base64Item, HexItem, ItemIn, KeyEncoding
+
+PATH_KEY = ("path", "key")
+KeyEncodingQuery = Query(KeyEncoding.utf8, description="how {key} is written: utf8 text, hex or "
+                         "base64 bytes, int (decimal or 0x hex), or fields (name=v,name=v)")
+
+
+def _fields(text: str, layout: Optional[FieldLayout]) -> int:
+    if layout is None:
+        raise ValueError("encoding=fields needs a field layout (pynq-kv serve --layout)")
+    values: dict[str, str] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"{part!r} is not name=value (write fields as name=value,name=value)")
+        if name in values:
+            raise ValueError(f"field {name!r} is given twice")
+        values[name] = value.strip()
+    return layout.key(**values)
+
+
+def parse_key(text: str, encoding: KeyEncoding, layout: Optional[FieldLayout]) -> Item:
+    """The engine key a URL {key} names; InputError at path.key when it is malformed."""
+    try:
+        if encoding is KeyEncoding.int:
+            return text_to_int(text)
+        if encoding is KeyEncoding.fields:
+            return _fields(text, layout)
+        return text_to_bytes(text, encoding.value)
+    except ValueError as exc:  # KeyFormatError is one too
+        raise InputError(PATH_KEY, str(exc)) from None
+
+
+def engine_key(engine: KVEngine, text: str, encoding: KeyEncoding,
+               layout: Optional[FieldLayout]) -> Item:
+    """parse_key, and the key fits this engine's key width (else InputError at path.key)."""
+    key = parse_key(text, encoding, layout)
+    try:
+        engine.key_format.encode(key)
+    except KVError as exc:
+        raise InputError(PATH_KEY, str(exc)) from None
+    return key
+
+
+def item_in(item: ItemIn, loc: Loc) -> Item:
+    """A key or value from a JSON body as bytes or int."""
+    try:
+        if isinstance(item, HexItem):
+            return bytes.fromhex(item.hex)
+        if isinstance(item, Base64Item):
+            return text_to_bytes(item.base64, "base64")
+        if isinstance(item, str):
+            return text_to_bytes(item, "utf8")
+    except ValueError as exc:
+        raise InputError(loc, str(exc)) from None
+    return item
+
+
+def engine_value(engine: KVEngine, item: ItemIn, loc: Loc) -> Item:
+    """item_in, checked against the engine's value kind and width (else InputError at loc)."""
+    value = item_in(item, loc)
+    try:
+        engine.encode_values([value])
+    except KVError as exc:
+        raise InputError(loc, str(exc)) from None
+    return value
+
+
+def item_out(item: Union[bytes, str, int]) -> Any:
+    """The response form of a key, value or rule value (str rule values stay text)."""
+    return item if isinstance(item, str) else item_to_json(item)
+
+
+def raw_hex(engine: KVEngine, key: Item) -> str:
+    """The raw key as 0x-prefixed hex, KEY_W/4 digits."""
+    return "0x" + engine.key_format.encode(key).hex()

@@ -1,0 +1,65 @@
+"""Dependencies every router shares: the appliance, its engine, its layout, the bearer token.
+
+`get_engine` returns ``appliance.engine`` at request time, never a copy kept at start-up: a
+reload replaces the engine. Tests replace `get_appliance` (or `get_engine`) through
+``app.dependency_overrides``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Optional
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from pynq_kv.engine import KVEngine
+from pynq_kv.layout import FieldLayout
+from pynq_kv.serve.appliance import Appliance
+
+from .imports import ImportJobs
+
+
+def get_appliance(request: Request) -> Appliance:
+    appliance = request.app.state.appliance
+    if appliance is None:
+        raise HTTPException(503, "no appliance is attached to this admin service")
+    return appliance
+
+
+def get_engine(appliance: Annotated[Appliance, Depends(get_appliance)]) -> KVEngine:
+    return appliance.engine
+
+
+def get_layout(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[FieldLayout]:
+    return appliance.layout
+
+
+def get_imports(request: Request) -> ImportJobs:
+    return request.app.state.imports
+
+
+_bearer = HTTPBearer(auto_error=False, description="The admin token (serve --admin-token); "
+                                                    "required by every route that changes something")
+
+
+async def require_token(
+    request: Request,
+    credentials: Annotated[Optional[HTTPAuthorizationCredentials], Depends(_bearer)],
+) -> None:
+    """Let the request through if no token is configured or it carries the right one."""
+    token: Optional[str] = request.app.state.token
+    if not token:
+        return
+    given = credentials.credentials if credentials is not None else ""
+    if not secrets.compare_digest(given.encode("utf-8"), token.encode("utf-8")):
+        raise HTTPException(401, "this route needs the admin bearer token "
+                                 "(Authorization: Bearer TOKEN)",
+                            headers={"WWW-Authenticate": "Bearer"})
+
+
+ApplianceDep = Annotated[Appliance, Depends(get_appliance)]
+EngineDep = Annotated[KVEngine, Depends(get_engine)]
+LayoutDep = Annotated[Optional[FieldLayout], Depends(get_layout)]
+ImportsDep = Annotated[ImportJobs, Depends(get_imports)]
+Authorized = [Depends(require_token)]

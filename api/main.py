@@ -1,0 +1,102 @@
+"""The admin service: one FastAPI app over an Appliance (docs/api.md).
+
+`create_app` builds it; `pynq-kv serve` runs it under uvicorn on the appliance's event loop,
+beside the Redis and memcached front-ends, after `check_bind_safety` has approved the address.
+Every route is `async def` and calls the engine directly: the loop orders engine calls, so no
+thread ever touches the engine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from typing import Any, Optional
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from pynq_kv import __version__
+from pynq_kv.serve.appliance import Appliance
+
+from . import errors
+from .imports import ImportJobs
+from .routers import dashboard, entries, health, lookup, metrics, overlay, rules, stats
+
+MAX_IMPORT_BYTES = 256 << 20
+TOKEN_HINT = "set --admin-token or PYNQ_KV_ADMIN_TOKEN"
+
+
+class UnsafeBind(ValueError):
+    """The admin API would listen beyond this machine with no token guarding its writes."""
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind_safety(host: str, token: Optional[str]) -> None:
+    """Refuse a non-loopback address without a token; call it before the server starts.
+
+    Anything but 127.0.0.0/8, ::1 and "localhost" counts as reachable from elsewhere
+    (0.0.0.0, "" and host names included).
+    """
+    if not is_loopback(host) and not token:
+        raise UnsafeBind(f"refusing to serve the admin API on {host or 'every address'!r} (not "
+                         f"loopback) without a bearer token: {TOKEN_HINT}")
+
+
+class _RequestCounter:
+    """Counts requests by status class: the admin front-end's own counters in /v1/stats."""
+
+    def __init__(self, app: ASGIApp, counts: Counter) -> None:
+        self.app = app
+        self.counts = counts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.counts["requests"] += 1
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.counts[f"responses_{message['status'] // 100}xx"] += 1
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
+
+
+def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = None,
+               config: Optional[dict[str, Any]] = None,
+               max_import_bytes: int = MAX_IMPORT_BYTES) -> FastAPI:
+    """The admin app for appliance (None: tests provide one through dependency_overrides).
+
+    token: the bearer token mutating routes require (None or "": no check, loopback only).
+    config: the serve settings shown by /v1/overlay, secrets already hidden.
+    """
+    app = FastAPI(
+        title="pynq-kv admin",
+        version=__version__,
+        description="Administration of a pynq-kv key-value + wildcard lookup appliance: entries, "
+                    "rules, lookups, counters. Routes that change something need the bearer token.",
+    )
+    app.state.appliance = appliance
+    app.state.token = token or None
+    app.state.config = config
+    app.state.max_import_bytes = max_import_bytes
+    app.state.imports = ImportJobs()
+    counts: Counter = Counter()
+    app.add_middleware(_RequestCounter, counts=counts)
+    if appliance is not None:
+        appliance.register_frontend("admin", lambda: {**counts, **app.state.imports.counts()})
+    errors.install(app)
+    for module in (overlay, entries, rules, lookup, stats, metrics, health, dashboard):
+        app.include_router(module.router)
+    app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
+    return app

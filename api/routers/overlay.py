@@ -1,0 +1,41 @@
+"""/v1/overlay: what is loaded (backend, geometry, layout) and reloading it."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Request
+
+from pynq_kv.errors import KVError
+
+from ..deps import ApplianceDep, Authorized
+from ..errors import UNAUTHORIZED, Message
+from ..models import OverlayPublic, ReloadResult
+
+router = APIRouter(prefix="/v1/overlay", tags=["overlay"])
+
+
+@router.get("", response_model=OverlayPublic)
+async def overlay(appliance: ApplianceDep, request: Request) -> OverlayPublic:
+    """Backend, geometry, encodings, occupancy, field layout and the serve settings."""
+    info = appliance.engine.info()
+    info.pop("counters")  # /v1/stats has them
+    return OverlayPublic(
+        **info,
+        layout=appliance.layout.to_dict() if appliance.layout else None,
+        state_path=str(appliance.state_path) if appliance.state_path else None,
+        uptime=appliance.uptime, reloads=appliance.reloads, config=request.app.state.config)
+
+
+@router.post("/reload", response_model=ReloadResult, dependencies=Authorized,
+             responses={**UNAUTHORIZED,
+                        503: {"model": Message, "description": "Reload failed; the old engine serves on"}})
+async def reload(appliance: ApplianceDep) -> ReloadResult:
+    """Rebuild the engine (a board reloads its overlay) and put every entry and rule back.
+
+    Counters start again from zero. If the new engine cannot be made or refuses the tables, the
+    old engine stays in service and the answer is 503.
+    """
+    try:
+        restored = appliance.reload()
+    except (KVError, OSError) as exc:
+        raise HTTPException(503, f"reload failed, the old engine is still serving: {exc}") from None
+    return ReloadResult(restored=restored, reloads=appliance.reloads, backend=appliance.backend)

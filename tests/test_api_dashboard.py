@@ -1,0 +1,96 @@
+"""The dashboard in a real browser: headless Chromium loads / from uvicorn, its script polls
+/v1/stats, and the counters it writes into the page match the engine's."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from html.parser import HTMLParser
+
+import pytest
+import uvicorn
+
+from api_support import LAYOUT, small_appliance
+from pynq_kv_api.main import create_app
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-packages.txt)")
+
+
+class _Texts(HTMLParser):
+    """Text of every element that has an id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: dict[str, str] = {}
+        self._open: list[str | None] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        element_id = dict(attrs).get("id")
+        self._open.append(element_id)
+        if element_id:
+            self.texts[element_id] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open:
+            self._open.pop()
+
+    def handle_data(self, data: str) -> None:
+        for element_id in self._open:
+            if element_id:
+                self.texts[element_id] += data
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path):
+    """(url, appliance): the admin app under uvicorn on a free loopback port, in a thread."""
+    appliance = small_appliance()
+    engine = appliance.engine
+    engine.mset({f"key{i}".encode(): b"v" for i in range(7)})
+    rule_id = engine.add_rule(LAYOUT.rule(5, b"web", "web", dst_port=443))
+    assert rule_id == 1
+    for port in (443, 443, 80):
+        engine.lookup(LAYOUT.key(src_ip="10.0.0.1", dst_port=port))
+    engine.lookup(b"key1")
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(appliance), host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}/", appliance
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_dashboard_shows_the_engine_counters(served, tmp_path):
+    url, appliance = served
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=5000", "--dump-dom", url],
+        capture_output=True, text=True, timeout=90)
+    parser = _Texts()
+    parser.feed(result.stdout)
+    texts = parser.texts
+    assert texts.get("polls", "0") != "0", (
+        f"the page never polled:\n{result.stdout[:2000]}\n{result.stderr[-2000:]}")
+    stats = appliance.engine.stats()
+    assert texts["occupancy-used"] == str(len(appliance.engine)) == "7"
+    assert texts["lookups"] == str(stats["lookups"]) == "4"
+    assert texts["rule-hits"] == "2" and texts["exact-hits"] == "1" and texts["misses"] == "1"
+    assert texts["hit-rate"] == "75.0 %"
+    assert texts["rule-1-hits"] == "2" and texts["rule-1-name"] == "web"
+    assert texts["backend"] == "model" and texts["status"].startswith("live")
