@@ -1,0 +1,7 @@
+"""memcached over UDP for pynq-kv: codec, text subset, client, software server (docs/frontend.md)."""
+
+from .client import MatchReply, MemcacheError, MemcacheTimeout, MemcacheUDPClient
+from .codec import Opcode, Request, Response, Status
+
+__all__ = ["MatchReply", "MemcacheError", "MemcacheTimeout", "MemcacheUDPClient", "Opcode",
+           "Request", "Response", "Status"]

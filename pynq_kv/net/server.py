@@ -1,0 +1,475 @@
+"""The memcached front-end in software: binary + text subset over UDP (docs/frontend.md).
+
+`handle_datagram` is the whole protocol as a function of the engine state and one UDP payload;
+it is the reference model the RTL front-end is compared with. `start_udp_server` serves it on an
+asyncio UDP socket for the appliance, so the data plane works without a board.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, cast
+
+import numpy as np
+
+from ..backend import MatchKind, SetStatus
+from ..engine import KVEngine
+from ..keys import ints_to_raw
+from ..serve.appliance import Appliance
+from .codec import (
+    GET_EXTRAS,
+    NO_ENTRY,
+    SET_EXTRAS,
+    VERSION_STRING,
+    CodecError,
+    Opcode,
+    Request,
+    Response,
+    Status,
+    error_response,
+    match_extras,
+    parse_request,
+)
+from .text import (
+    DELETED,
+    END,
+    NOT_FOUND,
+    R_BADCHUNK,
+    R_BADFMT,
+    R_FLAGS,
+    R_NOMEM,
+    R_TOOLARGE,
+    STORED,
+    TextDelete,
+    TextGet,
+    TextReply,
+    TextSet,
+    TextVersion,
+    is_error,
+    parse_text,
+    value_unit,
+    version_reply,
+)
+from .udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
+
+log = logging.getLogger("pynq_kv.net")
+
+# Counters both implementations keep (frontend.md §8), in the order of that table.
+DATAGRAM_COUNTERS = ("rx_datagrams", "drop_short", "drop_multi_datagram", "served",
+                     "requests_binary", "requests_text", "drop_bad_magic", "req_truncated",
+                     "responses", "errors", "tx_datagrams")
+ERROR_STATUSES = frozenset({Status.VALUE_TOO_LARGE, Status.INVALID_ARGUMENTS,
+                            Status.UNKNOWN_COMMAND, Status.OUT_OF_MEMORY})
+UDP_RECV_BUFFER = 4 << 20  # loopback bursts from load generators overflow the default buffer
+
+Counters = Counter  # counter name -> count; missing names read 0
+
+
+@dataclass
+class _Op:
+    """One engine operation of a datagram; result is filled in when its batch runs."""
+
+    kind: str  # "get", "lookup", "set" or "del"
+    key: bytes  # raw key
+    value: bytes = b""  # raw value (set)
+    result: Any = None
+
+
+Render = Callable[[Optional[_Op]], Optional[bytes]]
+
+
+@dataclass
+class _Plan:
+    """The responses of one datagram in request order; each is rendered after the engine ran."""
+
+    items: list[tuple[Optional[_Op], Render]] = field(default_factory=list)
+
+    def ready(self, reply: bytes) -> None:
+        self.items.append((None, lambda _op: reply))
+
+    def op(self, op: _Op, render: Render) -> None:
+        self.items.append((op, render))
+
+
+class _Limits:
+    """Key and value formats of the engine, as the front-end encodes them (frontend.md §4.3)."""
+
+    def __init__(self, engine: KVEngine) -> None:
+        self.key_bytes = engine.geometry.key_bytes
+        self.value_bytes = engine.geometry.value_bytes
+        self.max_key = self.key_bytes - 1
+        self.max_value = self.value_bytes - 1
+
+    def raw_key(self, key: bytes) -> bytes:
+        return bytes((len(key),)) + key + bytes(self.max_key - len(key))
+
+    def raw_value(self, value: bytes) -> bytes:
+        return bytes((len(value),)) + value + bytes(self.max_value - len(value))
+
+    def wire_value(self, raw: bytes) -> bytes:
+        """A raw value as the wire shows it: the tagged bytes, or all of it if not tagged."""
+        length = raw[0]
+        return raw[1:1 + length] if length <= self.max_value else raw
+
+
+def _rows(items: list[bytes], width: int) -> np.ndarray:
+    return np.frombuffer(b"".join(items), dtype=np.uint8).reshape(len(items), width)
+
+
+def _raw_values(values: np.ndarray, width: int) -> np.ndarray:
+    """Raw value rows; integer engines of up to 64 bits hand back integers instead."""
+    return values if values.dtype == np.uint8 else ints_to_raw(values, width)
+
+
+def _run(engine: KVEngine, limits: _Limits, ops: list[_Op]) -> None:
+    """Run ops in order, each maximal run of one kind as one engine batch (engine.md §7)."""
+    start = 0
+    while start < len(ops):
+        kind = ops[start].kind
+        end = start + 1
+        while end < len(ops) and ops[end].kind == kind:
+            end += 1
+        run = ops[start:end]
+        keys = _rows([op.key for op in run], limits.key_bytes)
+        if kind == "get":
+            hit, values = engine.get_batch(keys)
+            values = _raw_values(values, limits.value_bytes)
+            for op, h, v in zip(run, hit, values, strict=True):
+                op.result = v.tobytes() if h else None
+        elif kind == "lookup":
+            found = engine.lookup_batch(keys)
+            values = _raw_values(found.values, limits.value_bytes)
+            for op, k, v, e in zip(run, found.kind, values, found.entry, strict=True):
+                op.result = (int(k), v.tobytes(), int(e))
+        elif kind == "set":
+            status = engine.set_batch(keys, _rows([op.value for op in run], limits.value_bytes))
+            for op, s in zip(run, status, strict=True):
+                op.result = int(s)
+        else:
+            deleted = engine.delete_batch(keys)
+            for op, d in zip(run, deleted, strict=True):
+                op.result = bool(d)
+        start = end
+
+
+def _execute(engine: KVEngine, limits: _Limits, plan: _Plan) -> list[bytes]:
+    # Requests answered without the engine sit between engine ops; they do not touch the
+    # table, so batching across them keeps the sequential meaning.
+    _run(engine, limits, [op for op, _ in plan.items if op is not None])
+    out = []
+    for op, render in plan.items:
+        reply = render(op)
+        if reply is not None:
+            out.append(reply)
+    return out
+
+
+# -- binary (frontend.md §4-§5) ---------------------------------------------------------
+# opcode -> (extras length, key required (else must be empty), value allowed)
+_SHAPES = {
+    Opcode.GET: (0, True, False), Opcode.GETQ: (0, True, False),
+    Opcode.GETK: (0, True, False), Opcode.GETKQ: (0, True, False),
+    Opcode.SET: (8, True, True), Opcode.SETQ: (8, True, True),
+    Opcode.DELETE: (0, True, False), Opcode.DELETEQ: (0, True, False),
+    Opcode.NOOP: (0, False, False), Opcode.VERSION: (0, False, False),
+    Opcode.MATCH: (0, True, False),
+}
+_GETS = {Opcode.GET, Opcode.GETQ, Opcode.GETK, Opcode.GETKQ}
+_SETS = {Opcode.SET, Opcode.SETQ}
+_DELETES = {Opcode.DELETE, Opcode.DELETEQ}
+_QUIET = {Opcode.GETQ, Opcode.GETKQ, Opcode.SETQ, Opcode.DELETEQ}
+_WITH_KEY = {Opcode.GETK, Opcode.GETKQ}
+_FLAGS_ZERO = GET_EXTRAS.pack(0)
+
+
+def _refusal(request: Request, limits: _Limits) -> Optional[int]:
+    """The error status of §4.1 steps 5-10 for a well-framed request, or None to run it."""
+    shape = _SHAPES.get(request.opcode)
+    if shape is None:
+        return Status.UNKNOWN_COMMAND
+    extras, needs_key, value_ok = shape
+    if (len(request.extras) != extras or bool(request.key) != needs_key
+            or (request.value and not value_ok)):
+        return Status.INVALID_ARGUMENTS
+    if len(request.key) > limits.max_key:
+        return Status.INVALID_ARGUMENTS
+    if request.cas and (request.opcode in _SETS or request.opcode in _DELETES):
+        return Status.INVALID_ARGUMENTS
+    if request.opcode in _SETS:
+        if SET_EXTRAS.unpack(request.extras) != (0, 0):
+            return Status.INVALID_ARGUMENTS
+        if len(request.value) > limits.max_value:
+            return Status.VALUE_TOO_LARGE
+    return None
+
+
+def _plan_binary_request(plan: _Plan, request: Request, limits: _Limits) -> None:
+    opcode, opaque, key = request.opcode, request.opaque, request.key
+    status = _refusal(request, limits)
+    if status is not None:
+        plan.ready(error_response(opcode, status, opaque).encode())
+        return
+    quiet = opcode in _QUIET
+    if opcode == Opcode.NOOP:
+        plan.ready(Response(opcode, opaque=opaque).encode())
+    elif opcode == Opcode.VERSION:
+        plan.ready(Response(opcode, value=VERSION_STRING, opaque=opaque).encode())
+    elif opcode in _GETS:
+        echo = key if opcode in _WITH_KEY else b""
+
+        def render_get(op: Optional[_Op]) -> Optional[bytes]:
+            assert op is not None
+            if op.result is not None:
+                return Response(opcode, key=echo, extras=_FLAGS_ZERO,
+                                value=limits.wire_value(op.result), opaque=opaque).encode()
+            if quiet:
+                return None
+            if echo:
+                return Response(opcode, Status.KEY_NOT_FOUND, key=echo, opaque=opaque).encode()
+            return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
+
+        plan.op(_Op("get", limits.raw_key(key)), render_get)
+    elif opcode in _SETS:
+        def render_set(op: Optional[_Op]) -> Optional[bytes]:
+            assert op is not None
+            if op.result == SetStatus.FULL:
+                return error_response(opcode, Status.OUT_OF_MEMORY, opaque).encode()
+            return None if quiet else Response(opcode, opaque=opaque).encode()
+
+        plan.op(_Op("set", limits.raw_key(key), limits.raw_value(request.value)), render_set)
+    elif opcode in _DELETES:
+        def render_delete(op: Optional[_Op]) -> Optional[bytes]:
+            assert op is not None
+            if not op.result:
+                return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
+            return None if quiet else Response(opcode, opaque=opaque).encode()
+
+        plan.op(_Op("del", limits.raw_key(key)), render_delete)
+    else:  # MATCH
+        def render_match(op: Optional[_Op]) -> Optional[bytes]:
+            assert op is not None
+            kind, raw, entry = op.result
+            if kind == MatchKind.MISS:
+                return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
+            extras = match_extras(kind, entry if kind == MatchKind.RULE else NO_ENTRY)
+            return Response(opcode, extras=extras, value=limits.wire_value(raw),
+                            opaque=opaque).encode()
+
+        plan.op(_Op("lookup", limits.raw_key(key)), render_match)
+
+
+def _plan_binary(body: bytes, limits: _Limits, counters: Counters) -> _Plan:
+    plan = _Plan()
+    offset = 0
+    while offset < len(body):
+        try:
+            request, offset = parse_request(body, offset)
+        except CodecError as exc:
+            if exc.reason == "short_header":
+                counters["req_truncated"] += 1
+                break
+            if exc.reason == "bad_magic":
+                counters["drop_bad_magic"] += 1
+                break
+            # short_body or inconsistent_lengths: answered, as memcached answers them
+            counters["requests_binary"] += 1
+            assert exc.opcode is not None and exc.opaque is not None
+            plan.ready(error_response(exc.opcode, Status.INVALID_ARGUMENTS, exc.opaque).encode())
+            if exc.next_offset is None:
+                counters["req_truncated"] += 1
+                break
+            offset = exc.next_offset
+            continue
+        counters["requests_binary"] += 1
+        _plan_binary_request(plan, request, limits)
+    return plan
+
+
+# -- text (frontend.md §6) --------------------------------------------------------------
+def _plan_text(body: bytes, limits: _Limits, counters: Counters) -> _Plan:
+    plan = _Plan()
+    commands, truncated = parse_text(body)
+    counters["requests_text"] += len(commands)
+    if truncated:
+        counters["req_truncated"] += 1
+    for command in commands:
+        if isinstance(command, TextReply):
+            plan.ready(command.reply)
+        elif isinstance(command, TextVersion):
+            plan.ready(version_reply(VERSION_STRING))
+        elif isinstance(command, TextGet):
+            if any(len(key) > limits.max_key for key in command.keys):
+                plan.ready(R_BADFMT)
+                continue
+            for key in command.keys:
+                def render_value(op: Optional[_Op], key: bytes = key) -> Optional[bytes]:
+                    assert op is not None
+                    return None if op.result is None else value_unit(key, limits.wire_value(op.result))
+
+                plan.op(_Op("get", limits.raw_key(key)), render_value)
+            plan.ready(END)
+        elif isinstance(command, TextSet):
+            if len(command.key) > limits.max_key:
+                plan.ready(R_BADFMT)
+            elif command.flags or command.exptime:
+                plan.ready(R_FLAGS)
+            elif len(command.data) > limits.max_value:
+                plan.ready(R_TOOLARGE)
+            elif not command.chunk_ok:
+                plan.ready(R_BADCHUNK)
+            else:
+                def render_stored(op: Optional[_Op], noreply: bool = command.noreply) -> Optional[bytes]:
+                    assert op is not None
+                    if op.result == SetStatus.FULL:
+                        return R_NOMEM
+                    return None if noreply else STORED
+
+                plan.op(_Op("set", limits.raw_key(command.key), limits.raw_value(command.data)),
+                        render_stored)
+        else:
+            assert isinstance(command, TextDelete)
+            if len(command.key) > limits.max_key:
+                plan.ready(R_BADFMT)
+                continue
+
+            def render_deleted(op: Optional[_Op], noreply: bool = command.noreply) -> Optional[bytes]:
+                assert op is not None
+                if noreply:
+                    return None
+                return DELETED if op.result else NOT_FOUND
+
+            plan.op(_Op("del", limits.raw_key(command.key)), render_deleted)
+    return plan
+
+
+def _count_errors(replies: list[bytes], binary: bool) -> int:
+    if binary:
+        return sum(int.from_bytes(r[6:8], "big") in ERROR_STATUSES for r in replies)
+    return sum(is_error(r) for r in replies)
+
+
+def handle_datagram(engine: KVEngine, payload: bytes,
+                    counters: Optional[Counters] = None) -> list[bytes]:
+    """The reply UDP payloads (frame header included) for one request payload, in order.
+
+    Runs the datagram's engine operations on engine and adds to counters (frontend.md §8).
+    """
+    counters = Counter() if counters is None else counters
+    counters["rx_datagrams"] += 1
+    if len(payload) < FRAME_HEADER_LEN:
+        counters["drop_short"] += 1
+        return []
+    header = FrameHeader.unpack(payload)
+    if header.total != 1:
+        counters["drop_multi_datagram"] += 1
+        return []
+    counters["served"] += 1
+    body = bytes(payload[FRAME_HEADER_LEN:])
+    if not body:
+        return []
+    limits = _Limits(engine)
+    binary = body[0] == 0x80
+    plan = _plan_binary(body, limits, counters) if binary else _plan_text(body, limits, counters)
+    replies = _execute(engine, limits, plan)
+    counters["responses"] += len(replies)
+    counters["errors"] += _count_errors(replies, binary)
+    datagrams = _pack(FrameHeader(header.request_id).pack(), replies)
+    counters["tx_datagrams"] += len(datagrams)
+    return datagrams
+
+
+def _pack(prefix: bytes, replies: list[bytes]) -> list[bytes]:
+    """Whole responses back to back in datagrams of at most MAX_DATAGRAM bytes (§3).
+
+    Every pynq-kv response fits one datagram, so none is ever split; each datagram carries the
+    same header (request id, 0, 1, 0) and can go out as soon as it is closed.
+    """
+    room = MAX_DATAGRAM - len(prefix)
+    datagrams: list[bytes] = []
+    current: list[bytes] = []
+    used = 0
+    for reply in replies:
+        if current and used + len(reply) > room:
+            datagrams.append(prefix + b"".join(current))
+            current, used = [], 0
+        current.append(reply)
+        used += len(reply)
+    if current:
+        datagrams.append(prefix + b"".join(current))
+    return datagrams
+
+
+# -- the asyncio server ------------------------------------------------------------------
+class _Protocol(asyncio.DatagramProtocol):
+    def __init__(self, server: "UdpServer") -> None:
+        self.server = server
+        self.transport: Optional[asyncio.DatagramTransport] = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        server = self.server
+        try:
+            replies = handle_datagram(server.appliance.engine, data, server.counters)
+        except Exception:  # a backend failure must not stop the front-end serving others
+            server.counters["internal_errors"] += 1
+            log.exception("memcached/UDP: datagram from %s failed", addr)
+            return
+        assert self.transport is not None
+        for reply in replies:
+            self.transport.sendto(reply, addr)
+
+    def error_received(self, exc: Exception) -> None:
+        # ICMP port unreachable from a client that went away; nothing to answer.
+        log.debug("memcached/UDP: %s", exc)
+
+
+class UdpServer:
+    """A running memcached/UDP front-end; engine calls happen on the event loop's thread."""
+
+    def __init__(self, appliance: Appliance) -> None:
+        self.appliance = appliance
+        self.counters: Counters = Counter()
+        self._transport: Optional[asyncio.DatagramTransport] = None
+
+    @property
+    def port(self) -> int:
+        assert self._transport is not None
+        return int(self._transport.get_extra_info("sockname")[1])
+
+    def stats(self) -> dict[str, int]:
+        """The counters of frontend.md §8 this layer keeps, plus internal_errors."""
+        out = {name: self.counters[name] for name in DATAGRAM_COUNTERS}
+        out["internal_errors"] = self.counters["internal_errors"]
+        return out
+
+    async def close(self) -> None:
+        self.appliance.unregister_frontend("udp")
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+
+async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1",
+                           port: int = 11211) -> UdpServer:
+    """Serve memcached binary + text over UDP on host:port (port 0 picks a free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RECV_BUFFER)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    server = UdpServer(appliance)
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(server), sock=sock)
+    server._transport = transport  # type: ignore[assignment]
+    appliance.register_frontend("udp", server.stats)
+    return server
+
