@@ -252,7 +252,7 @@ def _parse_layout(spec: str, key_width: int) -> Any:
             raise click.BadParameter(
                 f"{part!r} is not NAME:TYPE (e.g. src_ip:ipv4,dst_port:port)", param_hint="--layout")
         kind = kind.strip()
-        fields.append((name.strip(), int(kind) if kind.isdigit() else kind))
+        fields.append((name.strip(), int(kind) if kind.isdecimal() else kind))
     if not fields:
         raise click.BadParameter("empty layout", param_hint="--layout")
     return FieldLayout(key_width, fields)

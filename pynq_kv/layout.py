@@ -119,7 +119,7 @@ def _encode_number(field: Field, value: Any) -> int:
         text = value.strip()
         if text[:2].lower() == "0x":
             return int(text, 16)
-        if not text.isdigit():
+        if not (text.isascii() and text.isdecimal()):
             raise ValueError(f"{value!r} is not a decimal (or 0x hex) number")
         return int(text, 10)
     raise TypeError(f"expected an integer, not {type(value).__name__}")
@@ -153,7 +153,7 @@ def _parse_type(name: str, kind: Any) -> tuple[str, int]:
     if kind in _FIXED_WIDTHS:
         return kind, _FIXED_WIDTHS[kind]
     base, sep, size = kind.partition(":")
-    if sep and base in ("uint", "bytes") and size.isdigit() and int(size) > 0:
+    if sep and base in ("uint", "bytes") and size.isascii() and size.isdecimal() and int(size) > 0:
         n = int(size)
         return f"{base}:{n}", n * 8 if base == "bytes" else n
     raise KeyFormatError(
@@ -323,7 +323,8 @@ def _prefix(f: Field, text: str) -> tuple[Pairs, Any]:
     elif f.kind == "mac":
         address_text, _, length_text = text.partition("/")
         address = f.encode(address_text)
-        if not length_text.strip().isdigit() or int(length_text) > f.width:
+        digits = length_text.strip()
+        if not (digits.isascii() and digits.isdecimal()) or int(digits) > f.width:
             raise InvalidRule(f"bad prefix length {length_text!r} in {text!r} (0 .. {f.width})")
         length = int(length_text)
         if address & ((1 << (f.width - length)) - 1):

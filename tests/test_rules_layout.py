@@ -507,3 +507,10 @@ def test_field_rules_match_exactly_the_field_predicates(case, data):
         fields = {f.name: natural(f.kind, f.width, raw[f.name], data.draw) for f in layout.fields}
         expected = all(predicates[name](raw[name]) for name in raw)
         assert rule.matches(layout.key(**fields)) is expected, (specs, raw)
+
+
+@pytest.mark.parametrize("spec", ["aa:bb:cc:00:00:00/²", "aa:bb:cc:00:00:00/٣", "aa:bb:cc:00:00:00/ "])
+def test_non_ascii_digits_in_a_prefix_length_are_an_invalid_rule(spec: str) -> None:
+    layout = FieldLayout(288, [("m", "mac")])
+    with pytest.raises(InvalidRule, match="bad prefix length"):
+        layout.rule(1, b"x", m=spec)
