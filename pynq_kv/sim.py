@@ -41,7 +41,7 @@ HW_DIR = REPO_DIR / "hw"
 HARNESS = HW_DIR / "sim" / "kv_sim.cpp"
 RTL_DIR = HW_DIR / "rtl"
 
-ABI_VERSION = 1          # kvsim_abi_version() of hw/sim/kv_sim.cpp this module speaks
+ABI_VERSION = 2          # kvsim_abi_version() of hw/sim/kv_sim.cpp this module speaks
 BUILD_FORMAT = 1         # bump when the build recipe below changes (part of the cache key)
 LIB_NAME = "libkvsim.so"
 BUILD_TIMEOUT = 1800     # seconds for one Verilator build
@@ -332,6 +332,12 @@ def _load(path: Path) -> ctypes.CDLL:
         "kvsim_read_many": ([ctypes.c_void_p, _U32P, _U32P, ctypes.c_int, _INTP], ctypes.c_int),
         "kvsim_poll": ([ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
                         ctypes.c_int, _U32P], ctypes.c_int),
+        "kvsim_eth_width": ([ctypes.c_void_p], ctypes.c_int),
+        "kvsim_eth_send": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int], ctypes.c_int),
+        "kvsim_eth_rx_pending": ([ctypes.c_void_p], ctypes.c_uint32),
+        "kvsim_eth_tx_peek": ([ctypes.c_void_p], ctypes.c_uint32),
+        "kvsim_eth_recv": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32], ctypes.c_int),
+        "kvsim_eth_run": ([ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64], ctypes.c_uint64),
     }
     for name, (args, res) in sigs.items():
         fn = getattr(lib, name)
@@ -516,6 +522,37 @@ class SimDevice:
         finally:
             self.strict = strict
         return None  # pragma: no cover
+
+    # -- Ethernet port (tops with s_axis_rx_* / m_axis_tx_*: kv_top) ------------------------
+    @property
+    def eth_width(self) -> int:
+        """Bytes per beat of the MAC-side stream; 0 when the top has no Ethernet port."""
+        return int(self._lib.kvsim_eth_width(self._handle()))
+
+    def eth_send(self, frame: bytes, bad: bool = False) -> None:
+        """Queue a frame (no FCS) for the rx port; it enters one beat per cycle as time runs."""
+        if not frame:
+            raise ValueError("an Ethernet frame has at least one byte")
+        if self._lib.kvsim_eth_send(self._handle(), bytes(frame), len(frame), int(bad)) != OKAY:
+            raise SimError(f"{self.library.name}: the model has no Ethernet port")
+
+    @property
+    def eth_rx_pending(self) -> int:
+        """Queued frames the design has not fully taken yet."""
+        return int(self._lib.kvsim_eth_rx_pending(self._handle()))
+
+    def eth_recv(self) -> bytes | None:
+        """The oldest frame the design transmitted and nobody read yet, or None."""
+        size = int(self._lib.kvsim_eth_tx_peek(self._handle()))
+        if not size:
+            return None
+        buf = ctypes.create_string_buffer(size)
+        got = self._lib.kvsim_eth_recv(self._handle(), buf, size)
+        return buf.raw[:got]
+
+    def eth_run(self, quiet_cycles: int = 64, max_cycles: int = 1_000_000) -> int:
+        """Clock until every queued frame is in and nothing was sent for quiet_cycles; returns cycles."""
+        return int(self._lib.kvsim_eth_run(self._handle(), max(1, quiet_cycles), max(0, max_cycles)))
 
     def __repr__(self) -> str:
         state = "closed" if self._h is None else f"{self.cycles} cycles"

@@ -341,3 +341,40 @@ def test_engine_params_and_rtl_backend_registration():
     if not (sim.RTL_DIR / f"{sim.ENGINE_TOP}.v").exists():
         with pytest.raises(sim.SimBuildError, match="kv_engine_top.v does not exist"):
             sim.rtl_backend(g)
+
+
+# -- the Ethernet port of the harness (the virtual board's MAC) -------------------------------
+
+ETH_LOOP = REPO / "hw" / "sim" / "test" / "kv_sim_eth_loop.v"
+
+
+def test_a_top_without_ethernet_ports_says_so(dev):
+    assert dev.eth_width == 0
+    with pytest.raises(sim.SimError, match="no Ethernet port"):
+        dev.eth_send(b"\x00" * 60)
+
+
+@pytest.mark.parametrize("data_w", [64, 512])
+def test_frames_go_in_beat_by_beat_and_come_back_whole(data_w):
+    lib = sim.build_library("kv_sim_eth_loop", [ETH_LOOP, REGFILE], {"DATA_W": data_w})
+    with sim.SimDevice(lib) as d:
+        assert d.eth_width == data_w // 8
+        assert d.read32(0) == REGFILE_ID  # the AXI4-Lite side works beside the stream
+        frames = [bytes([0xEE]) + bytes((i * 7 + j) & 0xFF for j in range(n))
+                  for i, n in enumerate([59, 63, 64, 65, 127, 1513, 1, 200])]
+        for i, frame in enumerate(frames):
+            d.eth_send(frame, bad=(i == 3))  # the MAC flags frame 3: the loop drops it
+        assert d.eth_rx_pending == len(frames)
+        start = d.cycles
+        ran = d.eth_run(quiet_cycles=16, max_cycles=100_000)
+        assert d.cycles - start == ran and d.eth_rx_pending == 0
+        got = []
+        while (frame := d.eth_recv()) is not None:
+            got.append(frame)
+        kept = [f for i, f in enumerate(frames) if i != 3]
+        assert [len(f) for f in got] == [len(f) for f in kept]
+        for n, (sent, back) in enumerate(zip(kept, got)):
+            assert back == bytes([n]) + sent[1:]
+        # beats: at least one cycle per beat in, and as many out (store and forward)
+        beats = sum(-(-len(f) // (data_w // 8)) for f in frames)
+        assert ran >= beats

@@ -13,12 +13,25 @@
 //
 // Every bus call is bounded by the instance's timeout (cycles) and returns KVSIM_TIMEOUT
 // instead of hanging; the channels it drove are then released (valid low).
+//
+// Ethernet port (optional): when the top also has a MAC-side stream pair -- s_axis_rx_* in
+// (tdata/tkeep/tvalid/tready/tlast/tuser) and m_axis_tx_* out (tdata/tkeep/tvalid/tready/tlast),
+// byte i of a beat in tdata[8i+7:8i] -- kvsim_eth_send() queues frames that are driven one beat
+// per cycle (as a MAC does) and every complete frame the design transmits is queued for
+// kvsim_eth_recv().  Both happen inside every clock cycle, whatever else is being driven.  A top
+// without those ports builds the same harness; the eth calls then report KVSIM_BADARG.
 
 #include "Vtop.h"
 #include "verilated.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <deque>
 #include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #define KVSIM_API extern "C" __attribute__((visibility("default")))
 
@@ -33,11 +46,116 @@ enum {
 
 namespace {
 
+// -- bytes <-> Verilator port values (integral up to 64 bits, VlWide above) --------------------
+
+template <typename T>
+typename std::enable_if<std::is_integral<T>::value>::type put_bytes(T& port, const uint8_t* b,
+                                                                   unsigned n) {
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n && i < sizeof(T); ++i) v |= uint64_t(b[i]) << (8 * i);
+    port = static_cast<T>(v);
+}
+
+template <std::size_t W>
+void put_bytes(VlWide<W>& port, const uint8_t* b, unsigned n) {
+    for (std::size_t w = 0; w < W; ++w) port[w] = 0;
+    for (unsigned i = 0; i < n && i < 4 * W; ++i) port[i / 4] |= uint32_t(b[i]) << (8 * (i % 4));
+}
+
+template <typename T>
+typename std::enable_if<std::is_integral<T>::value>::type get_bytes(const T& port, uint8_t* b,
+                                                                   unsigned n) {
+    const uint64_t v = static_cast<uint64_t>(port);
+    for (unsigned i = 0; i < n; ++i) b[i] = i < sizeof(T) ? uint8_t(v >> (8 * i)) : 0;
+}
+
+template <std::size_t W>
+void get_bytes(const VlWide<W>& port, uint8_t* b, unsigned n) {
+    for (unsigned i = 0; i < n; ++i) b[i] = i < 4 * W ? uint8_t(port[i / 4] >> (8 * (i % 4))) : 0;
+}
+
+template <typename T>
+typename std::enable_if<std::is_integral<T>::value, unsigned>::type port_bytes(const T&) {
+    return sizeof(T);
+}
+
+template <std::size_t W>
+unsigned port_bytes(const VlWide<W>&) { return 4 * W; }
+
+template <typename T>
+uint64_t as_u64(const T& port) { return static_cast<uint64_t>(port); }
+
+// -- the MAC: frames in and out, one beat per cycle ----------------------------------------------
+
+struct Mac {
+    std::deque<std::pair<std::vector<uint8_t>, bool>> rx;  // frame, bad (tuser) flag
+    std::size_t rx_pos = 0;                                 // bytes of rx.front() already sent
+    std::vector<uint8_t> tx_frame;
+    std::deque<std::vector<uint8_t>> tx;
+    uint64_t rx_frames = 0, tx_frames = 0;
+};
+
+// Present the next rx beat and take tx (ready high) -- before the rising edge.  Returns what
+// the edge will complete: bit 0 an rx beat, bit 1 a tx beat (whose bytes go to tx_frame now).
+template <typename M>
+auto mac_before_edge(M* top, Mac& mac, int) -> decltype(top->s_axis_rx_tvalid, top->m_axis_tx_tvalid, 0) {
+    const unsigned width = port_bytes(top->s_axis_rx_tdata);
+    if (!mac.rx.empty()) {
+        const std::vector<uint8_t>& f = mac.rx.front().first;
+        const unsigned n = unsigned(std::min<std::size_t>(width, f.size() - mac.rx_pos));
+        put_bytes(top->s_axis_rx_tdata, f.data() + mac.rx_pos, n);
+        uint8_t keep[64] = {0};
+        for (unsigned i = 0; i < n; ++i) keep[i / 8] |= uint8_t(1u << (i % 8));
+        put_bytes(top->s_axis_rx_tkeep, keep, (width + 7) / 8);
+        top->s_axis_rx_tlast = mac.rx_pos + n >= f.size();
+        top->s_axis_rx_tuser = mac.rx.front().second ? 1 : 0;
+        top->s_axis_rx_tvalid = 1;
+    } else {
+        top->s_axis_rx_tvalid = 0;
+        top->s_axis_rx_tlast = 0;
+        top->s_axis_rx_tuser = 0;
+    }
+    top->m_axis_tx_tready = 1;
+    top->eval();
+    int done = 0;
+    if (top->s_axis_rx_tvalid && top->s_axis_rx_tready) done |= 1;
+    if (top->m_axis_tx_tvalid) {
+        done |= 2;
+        const unsigned tx_width = port_bytes(top->m_axis_tx_tdata);
+        uint8_t data[128];
+        uint8_t keep[16];
+        get_bytes(top->m_axis_tx_tdata, data, tx_width);
+        get_bytes(top->m_axis_tx_tkeep, keep, (tx_width + 7) / 8);
+        for (unsigned i = 0; i < tx_width; ++i)
+            if (keep[i / 8] >> (i % 8) & 1) mac.tx_frame.push_back(data[i]);
+        if (top->m_axis_tx_tlast) done |= 4;
+    }
+    return done;
+}
+
+template <typename M>
+int mac_before_edge(M*, Mac&, long) { return 0; }  // no Ethernet port
+
+template <typename M>
+auto mac_has_port(M* top, int) -> decltype(top->s_axis_rx_tvalid, top->m_axis_tx_tvalid, true) {
+    return true;
+}
+
+template <typename M>
+bool mac_has_port(M*, long) { return false; }
+
+template <typename M>
+auto mac_width(M* top, int) -> decltype(top->s_axis_rx_tvalid, 0u) { return port_bytes(top->s_axis_rx_tdata); }
+
+template <typename M>
+unsigned mac_width(M*, long) { return 0; }
+
 struct Sim {
     std::unique_ptr<VerilatedContext> ctx;
     std::unique_ptr<Vtop> top;
     uint64_t cycles = 0;
     uint32_t timeout = 1000;
+    Mac mac;
 
     Sim() : ctx(new VerilatedContext) {
         ctx->debug(0);
@@ -64,6 +182,7 @@ struct Sim {
 
     // rising then falling edge; inputs set before the call are sampled at the rising edge
     void cycle() {
+        const int beat = mac_before_edge(top.get(), mac, 0);
         top->clk = 1;
         ctx->timeInc(1);
         top->eval();
@@ -71,6 +190,21 @@ struct Sim {
         ctx->timeInc(1);
         top->eval();
         ++cycles;
+        if (beat & 1) {
+            const std::size_t width = mac_width(top.get(), 0);
+            const std::size_t size = mac.rx.front().first.size();
+            mac.rx_pos += width;
+            if (mac.rx_pos >= size) {
+                mac.rx.pop_front();
+                mac.rx_pos = 0;
+                ++mac.rx_frames;
+            }
+        }
+        if (beat & 4) {
+            mac.tx.push_back(std::move(mac.tx_frame));
+            mac.tx_frame.clear();
+            ++mac.tx_frames;
+        }
     }
 
     int write(uint32_t addr, uint32_t data, uint32_t strb) {
@@ -214,5 +348,57 @@ KVSIM_API int kvsim_poll(void* h, uint32_t addr, uint32_t mask, uint32_t value, 
     return 0;
 }
 
+// -- Ethernet port ------------------------------------------------------------------------------
+
+// bytes per beat of the MAC-side stream, 0 when the top has no Ethernet port
+KVSIM_API int kvsim_eth_width(void* h) { return int(mac_width(static_cast<Sim*>(h)->top.get(), 0)); }
+
+// Queue one frame (no FCS) for the rx port; bad = the MAC's tuser error flag on its beats.
+KVSIM_API int kvsim_eth_send(void* h, const uint8_t* frame, uint32_t len, int bad) {
+    Sim* s = static_cast<Sim*>(h);
+    if (!mac_has_port(s->top.get(), 0) || len == 0) return KVSIM_BADARG;
+    s->mac.rx.emplace_back(std::vector<uint8_t>(frame, frame + len), bad != 0);
+    return KVSIM_OKAY;
+}
+
+// frames queued for rx and not yet fully taken by the design
+KVSIM_API uint32_t kvsim_eth_rx_pending(void* h) { return uint32_t(static_cast<Sim*>(h)->mac.rx.size()); }
+
+// Length of the oldest transmitted frame not yet read (0: none).
+KVSIM_API uint32_t kvsim_eth_tx_peek(void* h) {
+    Sim* s = static_cast<Sim*>(h);
+    return s->mac.tx.empty() ? 0 : uint32_t(s->mac.tx.front().size());
+}
+
+// Copy the oldest transmitted frame into buf (cap bytes) and drop it; returns its length, 0 if
+// there is none, KVSIM_BADARG (frame kept) if cap is too small.
+KVSIM_API int kvsim_eth_recv(void* h, uint8_t* buf, uint32_t cap) {
+    Sim* s = static_cast<Sim*>(h);
+    if (s->mac.tx.empty()) return 0;
+    const std::vector<uint8_t>& f = s->mac.tx.front();
+    if (f.size() > cap) return KVSIM_BADARG;
+    std::memcpy(buf, f.data(), f.size());
+    const int n = int(f.size());
+    s->mac.tx.pop_front();
+    return n;
+}
+
+// Run until every queued rx frame is taken and `quiet` cycles pass with nothing transmitted,
+// at most max_cycles; returns the cycles run.
+KVSIM_API uint64_t kvsim_eth_run(void* h, uint32_t quiet, uint64_t max_cycles) {
+    Sim* s = static_cast<Sim*>(h);
+    uint64_t n = 0, still = 0, last_tx = s->mac.tx_frames, last_len = s->mac.tx_frame.size();
+    while (n < max_cycles) {
+        s->cycle();
+        ++n;
+        const bool moved = s->mac.tx_frames != last_tx || s->mac.tx_frame.size() != last_len;
+        last_tx = s->mac.tx_frames;
+        last_len = s->mac.tx_frame.size();
+        still = (moved || !s->mac.rx.empty()) ? 0 : still + 1;
+        if (still >= quiet) break;
+    }
+    return n;
+}
+
 // the harness ABI version, checked by pynq_kv/sim.py
-KVSIM_API int kvsim_abi_version(void) { return 1; }
+KVSIM_API int kvsim_abi_version(void) { return 2; }
