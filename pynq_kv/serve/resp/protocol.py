@@ -1,0 +1,456 @@
+"""RESP framing: an incremental request parser with Redis' own rules, and RESP2/RESP3 encoders.
+
+The parser is hand-written rather than built on hiredis.Reader: hiredis parses *replies*, so it
+accepts frames a Redis server refuses (nested arrays, "+simple" strings, nil bulks), cannot
+produce Redis' protocol-error texts, does not know inline commands, and would buffer a declared
+512 MB bulk before we could refuse it. This parser follows Redis 7.0's processInputBuffer,
+processMultibulkBuffer, processInlineBuffer and sdssplitargs step by step, including its quirks
+(a header line ends at the first CR and the byte after it is skipped unchecked, the two bytes
+after a bulk payload are skipped unchecked, C string functions stop at a NUL byte), so the
+same bytes give the same commands and the same errors as Redis.
+
+Speed comes from a fast path: while a buffer holds ordinary multibulk commands, one C-level
+bytes.split(b"\\r\\n") yields all their tokens and each command is checked token by token
+against precomputed header tables. The fast path only ever accepts commands the exact path
+would accept identically; at the first thing it cannot vouch for (inline command, bulk payload
+containing CRLF, odd header, partial command) it hands over to the exact path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from . import errors as E
+
+INLINE_MAX = 64 * 1024  # Redis' PROTO_INLINE_MAX_SIZE
+INT_MAX = (1 << 31) - 1
+LLONG_MAX = (1 << 63) - 1
+UNAUTH_MAX_ARGS = 10  # Redis' limits before AUTH (networking.c)
+UNAUTH_MAX_BULK = 16384
+FAST_MAX_ARGS = 1024  # fast-path header tables cover *1..*1024 and $0..$FAST_MAX_BULK
+FAST_MAX_BULK = 4096
+ARG_OVERHEAD = 16  # bytes charged per parsed argument of a partial command (list slot, object)
+
+_SPACE = frozenset(b" \t\n\v\f\r")  # C isspace() in the C locale
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+_ESCAPES = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+
+
+def string2ll(text: bytes) -> Optional[int]:
+    """Redis' string2ll: strict decimal (no '+', no spaces, no leading zeros), 64-bit range."""
+    n = len(text)
+    if n == 0 or n >= 21:
+        return None
+    if n == 1 and text[0] == 48:
+        return 0
+    digits = text[1:] if text[0] == 45 else text
+    if not digits or not 49 <= digits[0] <= 57 or not digits.isdigit():
+        return None
+    value = int(digits)
+    if text[0] == 45:
+        return -value if value <= LLONG_MAX + 1 else None
+    return value if value <= LLONG_MAX else None
+
+
+def splitargs(line: bytes) -> Optional[list[bytes]]:
+    """Redis' sdssplitargs: inline arguments with "..." (C escapes, \\xHH) and '...' quoting.
+
+    None means unbalanced quotes (or a closing quote not followed by a space). The line holds
+    no NUL byte (the caller stops at one, as strchr does in Redis).
+    """
+    args: list[bytes] = []
+    n = len(line)
+    p = 0
+    while True:
+        while p < n and line[p] in _SPACE:
+            p += 1
+        if p >= n:
+            return args
+        current = bytearray()
+        in_dq = in_sq = False
+        while True:
+            c = line[p] if p < n else 0
+            if in_dq:
+                if (c == 92 and p + 3 < n and line[p + 1] == 120 and line[p + 2] in _HEX
+                        and line[p + 3] in _HEX):
+                    current.append(int(line[p + 2:p + 4], 16))
+                    p += 3
+                elif c == 92 and p + 1 < n:
+                    p += 1
+                    current.append(_ESCAPES.get(line[p], line[p]))
+                elif c == 34:
+                    if p + 1 < n and line[p + 1] not in _SPACE:
+                        return None
+                    p += 1
+                    break
+                elif p >= n:
+                    return None
+                else:
+                    current.append(c)
+            elif in_sq:
+                if c == 92 and p + 1 < n and line[p + 1] == 39:
+                    p += 1
+                    current.append(39)
+                elif c == 39:
+                    if p + 1 < n and line[p + 1] not in _SPACE:
+                        return None
+                    p += 1
+                    break
+                elif p >= n:
+                    return None
+                else:
+                    current.append(c)
+            else:
+                if p >= n or c in (32, 10, 13, 9):
+                    break
+                if c == 34:
+                    in_dq = True
+                elif c == 39:
+                    in_sq = True
+                else:
+                    current.append(c)
+            p += 1
+        args.append(bytes(current))
+
+
+def _find_line_end(buf: bytes, byte: bytes, pos: int) -> int:
+    """buf.find(byte, pos), except -1 when a NUL comes first (Redis uses strchr)."""
+    end = buf.find(byte, pos)
+    if buf.find(b"\0", pos, end if end >= 0 else len(buf)) >= 0:
+        return -1
+    return end
+
+
+class RequestParser:
+    """Turns a client's byte stream into commands, incrementally.
+
+    feed() appends the commands completed by the new bytes to a list: each is a list of
+    arguments, or a *block* of several commands with the same argument count as a tuple of
+    argument columns (see _fast; `commands_of` expands either). A protocol error is kept in
+    .error, after the commands that preceded it; the parser accepts nothing afterwards.
+    """
+
+    __slots__ = ("buf", "max_bulk_len", "unauth", "error", "_argc_left", "_args", "_args_bytes",
+                 "_bulklen", "_chunks", "_chunks_len", "_need", "_fast_mbulk", "_fast_bulk")
+
+    def __init__(self, max_bulk_len: int = 512 * 1024 * 1024,
+                 tables: Optional[tuple[dict[bytes, int], dict[bytes, int]]] = None) -> None:
+        self.buf = b""
+        self.max_bulk_len = max_bulk_len
+        self.unauth = False  # Redis' stricter limits apply until the client authenticates
+        self.error: Optional[bytes] = None
+        self._argc_left = 0  # arguments still to read of the multibulk command in progress
+        self._args: list[bytes] = []
+        self._args_bytes = 0
+        self._bulklen = -1  # declared length of the bulk being read, -1 between bulks
+        self._chunks: list[bytes] = []  # input held back while a long bulk is incomplete
+        self._chunks_len = 0
+        self._need = 0  # bytes buf must hold before parsing can progress (long bulks)
+        self._fast_mbulk, self._fast_bulk = tables or fast_tables(max_bulk_len)
+
+    def buffered(self) -> int:
+        """Bytes this client holds in the server: unparsed input plus a partial command."""
+        return (len(self.buf) + self._chunks_len + self._args_bytes
+                + ARG_OVERHEAD * len(self._args))
+
+    def pending(self) -> bool:
+        """True while a command is partly received."""
+        return bool(self.buf or self._chunks or self._argc_left)
+
+    def feed(self, data: bytes, out: list[list[bytes]], limit: int = 0) -> int:
+        """Parse data (plus what was held back) into out; returns the commands added.
+
+        limit > 0 parses at most that many commands and keeps the rest for resume(); it is
+        used before AUTH, where Redis applies its limits one command at a time.
+        """
+        if self.error is not None:
+            return 0
+        if self._need:
+            self._chunks_len += len(data)
+            self._chunks.append(data)
+            if len(self.buf) + self._chunks_len < self._need:
+                return 0
+            data = b"".join(self._chunks)
+            self._chunks = []
+            self._chunks_len = 0
+            self._need = 0
+        if self.buf:
+            self.buf += data
+        else:
+            self.buf = data
+        return self._parse(out, limit)
+
+    def hold(self, data: bytes) -> None:
+        """Keep data unparsed (a client before AUTH, while its previous command waits)."""
+        if self.error is None:
+            if self._need:
+                self._chunks.append(data)
+                self._chunks_len += len(data)
+            else:
+                self.buf += data
+
+    def resume(self, out: list[list[bytes]], limit: int = 0) -> int:
+        """Parse what is still buffered (after a limited feed)."""
+        if self.error is not None or self._need and len(self.buf) + self._chunks_len < self._need:
+            return 0
+        if self._chunks:
+            self.buf += b"".join(self._chunks)
+            self._chunks = []
+            self._chunks_len = 0
+            self._need = 0
+        if not self.buf:
+            return 0
+        return self._parse(out, limit)
+
+    def _fail(self, message: bytes) -> None:
+        self.error = message
+        self.buf = b""
+        self._args = []
+        self._chunks = []
+        self._chunks_len = 0
+        self._args_bytes = 0
+
+    def _parse(self, out: list[list[bytes]], limit: int) -> int:
+        buf = self.buf
+        n = len(buf)
+        pos = 0
+        count = 0
+        if not limit and not self.unauth and not self._argc_left and buf[:1] == b"*":
+            pos, count = self._fast(buf, out)
+        while pos < n:
+            if limit and count >= limit:
+                break
+            if not self._argc_left:
+                if buf[pos] != 42:  # inline command
+                    newline = _find_line_end(buf, b"\n", pos)
+                    if newline < 0:
+                        if n - pos > INLINE_MAX:
+                            self._fail(E.PROTO_TOO_BIG_INLINE)
+                            return count
+                        break
+                    end = newline - 1 if newline != pos and buf[newline - 1] == 13 else newline
+                    args = splitargs(buf[pos:end])
+                    if args is None:
+                        self._fail(E.PROTO_UNBALANCED)
+                        return count
+                    pos = newline + 1
+                    if args:
+                        out.append(args)
+                        count += 1
+                    continue
+                cr = _find_line_end(buf, b"\r", pos)
+                if cr < 0:
+                    if n - pos > INLINE_MAX:
+                        self._fail(E.PROTO_TOO_BIG_MBULK)
+                        return count
+                    break
+                if cr > n - 2:
+                    break
+                ll = string2ll(buf[pos + 1:cr])
+                if ll is None or ll > INT_MAX:
+                    self._fail(E.PROTO_INVALID_MBULK)
+                    return count
+                if ll > UNAUTH_MAX_ARGS and self.unauth:
+                    self._fail(E.PROTO_UNAUTH_MBULK)
+                    return count
+                pos = cr + 2
+                if ll <= 0:
+                    continue
+                self._argc_left = ll
+                self._args = []
+                self._args_bytes = 0
+            # the arguments of a multibulk command
+            while self._argc_left:
+                if self._bulklen < 0:
+                    cr = _find_line_end(buf, b"\r", pos)
+                    if cr < 0:
+                        if n - pos > INLINE_MAX:
+                            self._fail(E.PROTO_TOO_BIG_BULK)
+                            return count
+                        break
+                    if cr > n - 2:
+                        break
+                    if buf[pos] != 36:
+                        self._fail(E.proto_expected_dollar(buf[pos:pos + 1]))
+                        return count
+                    ll = string2ll(buf[pos + 1:cr])
+                    if ll is None or ll < 0 or ll > self.max_bulk_len:
+                        self._fail(E.PROTO_INVALID_BULK)
+                        return count
+                    if ll > UNAUTH_MAX_BULK and self.unauth:
+                        self._fail(E.PROTO_UNAUTH_BULK)
+                        return count
+                    pos = cr + 2
+                    self._bulklen = ll
+                end = pos + self._bulklen
+                if end + 2 > n:
+                    if self._bulklen >= 1024:  # hold further input until the bulk is complete
+                        self._need = end + 2 - pos
+                    break
+                self._args.append(buf[pos:end])
+                self._args_bytes += self._bulklen
+                pos = end + 2
+                self._bulklen = -1
+                self._argc_left -= 1
+            if self._argc_left:
+                break
+            out.append(self._args)
+            self._args = []
+            self._args_bytes = 0
+            count += 1
+        self.buf = buf[pos:] if pos else buf
+        return count
+
+    def _fast(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
+        """(bytes consumed, commands added) for the leading run of plain multibulk commands.
+
+        A run of commands that all have the same argument count comes out as one *block*: a
+        tuple of argument columns (names, keys, ...), which the dispatcher can hand to the
+        engine whole. Other commands come out one by one as lists.
+        """
+        toks = buf.split(b"\r\n")
+        last = len(toks) - 1  # toks[last] is not followed by CRLF: never a whole token
+        mbulk = self._fast_mbulk
+        bulk = self._fast_bulk
+        i = 0
+        count = 0
+        argc = mbulk.get(toks[0])
+        if argc is not None and argc <= 3:
+            stride = 1 + 2 * argc
+            k = last // stride
+            if k >= 4:
+                span = k * stride
+                if toks[0:span:stride].count(toks[0]) == k:
+                    columns = []
+                    for a in range(1, stride, 2):
+                        values = toks[a + 1:span:stride]
+                        if list(map(bulk.get, toks[a:span:stride])) != list(map(len, values)):
+                            break
+                        columns.append(values)
+                    else:
+                        out.append(tuple(columns))
+                        i, count = span, k
+        while i < last:
+            argc = mbulk.get(toks[i])
+            if argc is None:
+                break
+            end = i + 1 + 2 * argc
+            if end > last:
+                break
+            args = toks[i + 2:end:2]
+            if argc == 2:
+                if bulk.get(toks[i + 1]) != len(args[0]) or bulk.get(toks[i + 3]) != len(args[1]):
+                    break
+            elif argc == 3:
+                if (bulk.get(toks[i + 1]) != len(args[0]) or bulk.get(toks[i + 3]) != len(args[1])
+                        or bulk.get(toks[i + 5]) != len(args[2])):
+                    break
+            elif list(map(bulk.get, toks[i + 1:end:2])) != list(map(len, args)):
+                break
+            out.append(args)
+            count += 1
+            i = end
+        if not i:
+            return 0, 0
+        if i == last and not toks[last]:
+            return len(buf), count
+        return sum(map(len, toks[:i])) + 2 * i, count
+
+
+def commands_of(item: Any) -> list[list[bytes]]:
+    """The commands of one parser output item (a command, or a block of columns)."""
+    if type(item) is tuple:
+        return [list(args) for args in zip(*item)]
+    return [item]
+
+
+def fast_tables(max_bulk_len: int) -> tuple[dict[bytes, int], dict[bytes, int]]:
+    """Header lines the fast path accepts, with their values (shared by all connections)."""
+    mbulk = {b"*%d" % i: i for i in range(1, FAST_MAX_ARGS + 1)}
+    bulk = {b"$%d" % i: i for i in range(0, min(FAST_MAX_BULK, max_bulk_len) + 1)}
+    return mbulk, bulk
+
+
+# -- replies -------------------------------------------------------------------------------------
+class Raw(bytes):
+    """Reply bytes already in RESP form (written as they are)."""
+
+
+class Simple(str):
+    """A status reply: +text in both protocols."""
+
+
+class Verbatim(str):
+    """Text shown as-is by clients: a bulk string in RESP2, "=...txt:" in RESP3."""
+
+
+class RespSet(list):
+    """A list sent as a RESP3 set ("~"); an array in RESP2."""
+
+
+class ErrorReply(bytes):
+    """An error reply; the bytes are the message without "-" and CRLF."""
+
+
+OK = Raw(b"+OK\r\n")
+PONG = Raw(b"+PONG\r\n")
+CRLF = b"\r\n"
+BULK_HEADERS = [b"$%d\r\n" % i for i in range(1024)]
+
+
+def bulk(data: bytes) -> bytes:
+    n = len(data)
+    return (BULK_HEADERS[n] if n < 1024 else b"$%d\r\n" % n) + data + CRLF
+
+
+def encode(value: Any, resp3: bool) -> bytes:
+    """A Python value as RESP: bytes/str are bulk strings, dict a map, list/tuple an array."""
+    out: list[bytes] = []
+    _encode(value, resp3, out)
+    return b"".join(out)
+
+
+def _encode(value: Any, resp3: bool, out: list[bytes]) -> None:
+    kind = type(value)
+    if kind is Raw:
+        out.append(value)
+    elif kind is bytes:
+        out.append(bulk(value))
+    elif value is None:
+        out.append(b"_\r\n" if resp3 else b"$-1\r\n")
+    elif kind is bool:
+        out.append((b"#t\r\n" if value else b"#f\r\n") if resp3 else (b":1\r\n" if value else b":0\r\n"))
+    elif kind is int:
+        out.append(b":%d\r\n" % value)
+    elif kind is Simple:
+        out.append(b"+" + value.encode() + CRLF)
+    elif kind is ErrorReply:
+        out.append(E.error_reply(value))
+    elif kind is Verbatim:
+        data = value.encode()
+        out.append(b"=%d\r\ntxt:" % (len(data) + 4) + data + CRLF if resp3 else bulk(data))
+    elif kind is str:
+        out.append(bulk(value.encode()))
+    elif kind is float:
+        text = repr(value).encode() if value == value and abs(value) != float("inf") else (
+            b"nan" if value != value else (b"inf" if value > 0 else b"-inf"))
+        out.append(b"," + text + CRLF if resp3 else bulk(text))
+    elif kind is dict:
+        out.append((b"%%%d\r\n" if resp3 else b"*%d\r\n") % (len(value) * (1 if resp3 else 2)))
+        for key, item in value.items():
+            _encode(key, resp3, out)
+            _encode(item, resp3, out)
+    elif kind in (list, tuple):
+        out.append(b"*%d\r\n" % len(value))
+        for item in value:
+            _encode(item, resp3, out)
+    elif kind in (set, frozenset, RespSet):
+        out.append((b"~%d\r\n" if resp3 else b"*%d\r\n") % len(value))
+        for item in value:
+            _encode(item, resp3, out)
+    elif isinstance(value, bytes):
+        out.append(bulk(bytes(value)))
+    elif isinstance(value, int):
+        out.append(b":%d\r\n" % int(value))
+    else:
+        raise TypeError(f"cannot encode {kind.__name__} as RESP")

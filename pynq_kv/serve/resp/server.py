@@ -1,0 +1,696 @@
+"""The RESP server: asyncio over TCP, per-connection state, and batched dispatch to the engine.
+
+Commands are not run as they are parsed. Every connection parses what it received into a
+shared queue and the first one schedules a *tick* (loop.call_soon); the tick runs everything
+queued during that event-loop iteration, from all clients, in arrival order. Consecutive GETs,
+MGETs and EXISTS (from any clients) become one engine.get_batch, consecutive plain SETs one
+engine.set_batch: the engine contract (docs/engine.md §7) says a batch means the same as its
+operations one after another, so this is exactly sequential execution, at batch cost — the way
+hardware wants work (one request per clock), and what lets a Python server keep up. Any other
+command first flushes the runs before it, so each client's replies stay in order. Each client's
+replies of a tick go out in one transport.write.
+
+Limits that keep the server alive: max_clients (then "-ERR max number of clients reached"),
+max_bulk_len (a longer declared bulk is Redis' "invalid bulk length" protocol error),
+max_query_buffer (a client holding more unparsed input is disconnected, as Redis does at
+client-query-buffer-limit), output_high_water (a client that does not read its replies is not
+read from until it does), idle_timeout (Redis' `timeout`) and command_timeout (a command begun
+but not completed in that time closes the connection: half-written requests cannot pin
+buffers forever). Before AUTH, when requirepass is set, Redis' unauthenticated limits apply
+(at most 10 arguments, bulks of at most 16 KiB) and commands are parsed one at a time.
+
+All engine calls happen on the event-loop thread; the engine is always taken from
+appliance.engine at the start of a tick (the admin service may reload it between ticks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from ...errors import KVError
+from . import errors as E
+from .codec import int_rows, parse_uint, tagged_rows
+from .commands import (
+    BATCH_EXISTS,
+    BATCH_GET,
+    BATCH_MGET,
+    BATCH_SET,
+    Command,
+    build_table,
+    lookup,
+)
+from .protocol import BULK_HEADERS, ErrorReply, Raw, RequestParser, bulk, encode, fast_tables
+
+log = logging.getLogger("pynq_kv.serve.resp")
+
+_FULL = 3  # SetStatus.FULL as a plain int
+_GET_BLOCK, _SET_BLOCK = 10, 11  # dispatcher item kinds for a block of GETs / SETs
+_OK = b"+OK\r\n"
+_CRLF = b"\r\n"
+
+
+@dataclass
+class RespConfig:
+    """Settings of the RESP front-end (`pynq-kv serve` fills them from its options)."""
+
+    requirepass: Optional[Union[str, bytes]] = None
+    max_clients: int = 10000
+    max_bulk_len: int = 1024 * 1024  # keys/values are tens of bytes; 1 MiB leaves room for tools
+    max_query_buffer: int = 16 * 1024 * 1024  # unparsed input + a partial command, per client
+    output_high_water: int = 1024 * 1024  # unsent replies above which a client is not read
+    idle_timeout: float = 0.0  # seconds without input before a client is closed; 0 = never
+    command_timeout: float = 60.0  # seconds a command may stay half-received; 0 = forever
+    batching: bool = True  # fold runs of GET/MGET/EXISTS and SET into engine batches
+    backlog: int = 511
+    redis_version: str = "7.0.0"  # what HELLO and INFO report: the Redis protocol level served
+
+
+class Connection(asyncio.Protocol):
+    """One client: its parser, authentication, protocol version, name and pending replies."""
+
+    def __init__(self, server: "RespServer") -> None:
+        self.srv = server
+        self.transport: Any = None
+        self.id = 0
+        self.parser = RequestParser(server.config.max_bulk_len, server.fast_tables)
+        self.out: list[bytes] = []
+        self.resp3 = False
+        self.nil = b"$-1\r\n"
+        self.authenticated = server.requirepass is None
+        self.throttled = not self.authenticated  # before AUTH: one command at a time
+        self.parser.unauth = self.throttled
+        self.awaiting = False  # a throttled client's command is queued, not yet run
+        self.name: Optional[bytes] = None
+        self.lib_name = self.lib_ver = b""
+        self.created = self.last_active = time.monotonic()
+        self.partial_since = 0.0
+        self.last_cmd = "NULL"
+        self.touched = False
+        self.closing = False  # close once this tick's replies are written
+        self.eof = False
+        self.lost = False
+        self.rejected = False
+        self.error_queued = False
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        srv = self.srv
+        srv.total_connections += 1
+        if len(srv.conns) >= srv.config.max_clients:
+            srv.rejected_connections += 1
+            self.rejected = self.closing = True
+            transport.write(E.error_reply(E.MAX_CLIENTS))
+            transport.write_eof()  # the reply, then FIN; unread input would turn close into RST
+            srv.loop.call_later(1.0, transport.abort)
+            return
+        srv.last_id += 1
+        self.id = srv.last_id
+        srv.conns[self.id] = self
+        transport.set_write_buffer_limits(high=srv.config.output_high_water)
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        self.lost = self.closing = True
+        self.srv.conns.pop(self.id, None)
+
+    def pause_writing(self) -> None:
+        if not self.closing:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if not self.closing:
+            self.transport.resume_reading()
+
+    def eof_received(self) -> bool:
+        """Answer what was received, then close (like a client that half-closes after sending)."""
+        if self.rejected:
+            return False
+        self.eof = True
+        srv = self.srv
+        srv.queue.append((self, [], None))
+        if not srv.scheduled:
+            srv.scheduled = True
+            srv.loop.call_soon(srv.tick)
+        return True
+
+    def data_received(self, data: bytes) -> None:
+        srv = self.srv
+        srv.net_input_bytes += len(data)
+        if self.closing:
+            return
+        now = self.last_active = time.monotonic()
+        parser = self.parser
+        cmds: list[list[bytes]] = []
+        if not self.throttled:
+            parser.feed(data, cmds)
+        elif self.awaiting:
+            parser.hold(data)
+        else:
+            parser.feed(data, cmds, 1)
+        error = parser.error
+        if parser.buffered() > srv.config.max_query_buffer:
+            srv.closed_query_buffer += 1
+            log.warning("closing client id=%d: query buffer over %d bytes", self.id,
+                        srv.config.max_query_buffer)
+            self.closing = True
+            self.transport.abort()
+            return
+        if cmds or (error is not None and not self.error_queued):
+            if error is not None:
+                self.error_queued = True
+                self.transport.pause_reading()
+            if self.throttled and cmds:
+                self.awaiting = True
+            srv.queue.append((self, cmds, error))
+            if not srv.scheduled:
+                srv.scheduled = True
+                srv.loop.call_soon(srv.tick)
+        if not parser.pending():
+            self.partial_since = 0.0
+        elif cmds or not self.partial_since:
+            self.partial_since = now
+
+    # -- state used by the commands ------------------------------------------------------------
+    def set_authenticated(self) -> None:
+        self.authenticated = True
+        self.throttled = False
+        self.parser.unauth = False
+
+    def set_protocol(self, version: int) -> None:
+        self.resp3 = version == 3
+        self.nil = b"_\r\n" if self.resp3 else b"$-1\r\n"
+
+    def describe(self) -> str:
+        """This client as a CLIENT LIST / CLIENT INFO line (Redis' field names)."""
+        def address(name: str) -> str:
+            info = self.transport.get_extra_info(name) if self.transport else None
+            return f"{info[0]}:{info[1]}" if isinstance(info, tuple) and len(info) >= 2 else ""
+
+        sock = self.transport.get_extra_info("socket") if self.transport else None
+        now = time.monotonic()
+        fields = {
+            "id": self.id, "addr": address("peername"), "laddr": address("sockname"),
+            "fd": sock.fileno() if sock is not None else -1,
+            "name": (self.name or b"").decode("latin-1"),
+            "age": int(now - self.created), "idle": int(now - self.last_active),
+            "flags": "N", "db": 0, "sub": 0, "psub": 0, "ssub": 0, "multi": -1,
+            "qbuf": self.parser.buffered(),
+            "obl": 0, "oll": 0,
+            "omem": self.transport.get_write_buffer_size() if self.transport else 0,
+            "events": "r", "cmd": self.last_cmd, "user": "default", "redir": -1,
+            "resp": 3 if self.resp3 else 2,
+            "lib-name": self.lib_name.decode("latin-1"), "lib-ver": self.lib_ver.decode("latin-1"),
+        }
+        return " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+class RespServer:
+    """The listening socket, the clients, the dispatcher and the counters."""
+
+    def __init__(self, appliance: Any, config: Optional[RespConfig] = None) -> None:
+        self.appliance = appliance
+        self.config = config = config or RespConfig()
+        password = config.requirepass
+        self.requirepass: Optional[bytes] = (password.encode() if isinstance(password, str)
+                                             else password)
+        self.redis_version = config.redis_version
+        self.commands, self.command_list = build_table()
+        self.fast_tables = fast_tables(config.max_bulk_len)
+        self.conns: dict[int, Connection] = {}
+        self.queue: list[tuple[Connection, list[list[bytes]], Optional[bytes]]] = []
+        self.scheduled = False
+        self.loop: Any = None
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.started = time.time()
+        self.last_id = 0
+        self._server: Any = None
+        self._sweeper: Any = None
+        self.total_connections = 0
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        """Zero the counters CONFIG RESETSTAT resets (not the connection gauges)."""
+        self.rejected_connections = 0
+        self.total_commands = 0
+        self.protocol_errors = 0
+        self.error_replies = 0
+        self.keyspace_hits = 0
+        self.keyspace_misses = 0
+        self.net_input_bytes = 0
+        self.net_output_bytes = 0
+        self.engine_batches = 0
+        self.batched_keys = 0
+        self.max_batch = 0
+        self.closed_idle = 0
+        self.closed_command_timeout = 0
+        self.closed_query_buffer = 0
+
+    @property
+    def engine(self) -> Any:
+        return self.appliance.engine
+
+    @property
+    def key_too_long(self) -> bytes:
+        fmt = self.engine.key_format
+        return E.key_too_long(fmt.width, fmt.max_bytes)
+
+    @property
+    def value_too_long(self) -> bytes:
+        fmt = self.engine.value_format
+        return E.value_too_long(fmt.width, fmt.max_bytes)
+
+    def count_lookups(self, n: int, hits: int) -> None:
+        self.keyspace_hits += int(hits)
+        self.keyspace_misses += n - int(hits)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of this front-end (Appliance.frontend_stats, INFO stats)."""
+        return {
+            "connected_clients": len(self.conns),
+            "total_connections_received": self.total_connections,
+            "total_commands_processed": self.total_commands,
+            "rejected_connections": self.rejected_connections,
+            "protocol_errors": self.protocol_errors,
+            "total_error_replies": self.error_replies,
+            "keyspace_hits": self.keyspace_hits,
+            "keyspace_misses": self.keyspace_misses,
+            "total_net_input_bytes": self.net_input_bytes,
+            "total_net_output_bytes": self.net_output_bytes,
+            "engine_batches": self.engine_batches,
+            "engine_batch_keys": self.batched_keys,
+            "max_engine_batch": self.max_batch,
+            "closed_idle_clients": self.closed_idle,
+            "closed_command_timeout": self.closed_command_timeout,
+            "closed_query_buffer_limit": self.closed_query_buffer,
+            "port": self.port,
+        }
+
+    # -- life cycle ----------------------------------------------------------------------------
+    async def start(self, host: str, port: int) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(
+            lambda: Connection(self), host, port, backlog=self.config.backlog, reuse_address=True)
+        sockname = self._server.sockets[0].getsockname()
+        self.host, self.port = host, sockname[1]
+        self.started = time.time()
+        timeouts = [t for t in (self.config.idle_timeout, self.config.command_timeout) if t > 0]
+        if timeouts:
+            self._sweep_every = max(0.05, min(1.0, min(timeouts) / 4))
+            self._sweeper = self.loop.call_later(self._sweep_every, self._sweep)
+
+    async def close(self) -> None:
+        """Stop listening, drop every client, and leave the appliance's front-end list."""
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.conns.values()):
+            conn.closing = True
+            conn.transport.abort()
+        self.conns.clear()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+        if hasattr(self.appliance, "unregister_frontend"):
+            self.appliance.unregister_frontend("resp")
+
+    def _sweep(self) -> None:
+        """Close clients idle past idle_timeout, or stuck in a command past command_timeout."""
+        now = time.monotonic()
+        idle, partial = self.config.idle_timeout, self.config.command_timeout
+        for conn in list(self.conns.values()):
+            if idle > 0 and now - conn.last_active > idle:
+                self.closed_idle += 1
+            elif partial > 0 and conn.partial_since and now - conn.partial_since > partial:
+                self.closed_command_timeout += 1
+            else:
+                continue
+            conn.closing = True
+            conn.transport.close()
+            self.conns.pop(conn.id, None)
+        self._sweeper = self.loop.call_later(self._sweep_every, self._sweep)
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Run every queued command, batching runs of GET-like and SET commands."""
+        self.scheduled = False
+        queue = self.queue
+        if not queue:
+            return
+        self.queue = []
+        eng = self.appliance.engine
+        maxk = eng.key_format.max_bytes
+        ints = eng.value_kind == "int"
+        maxv = eng.value_format.max_bytes
+        vbits = eng.geometry.value_width
+        batching = self.config.batching
+        table = self.commands
+        touched: list[Connection] = []
+        r_items: list[tuple[Connection, int, Any]] = []  # (client, kind, count or error reply)
+        r_keys: list[bytes] = []
+        w_items: list[tuple[Connection, int, Any]] = []
+        w_keys: list[bytes] = []
+        w_vals: list[Any] = []
+        key_error = value_error = b""
+        commands = 0
+        i = 0
+        while i < len(queue):  # throttled clients may append while we run
+            conn, cmds, error = queue[i]
+            i += 1
+            if conn.closing:
+                continue
+            if not conn.touched:
+                conn.touched = True
+                touched.append(conn)
+            authed = conn.authenticated
+            k = 0
+            while k < len(cmds):
+                args = cmds[k]
+                k += 1
+                if type(args) is tuple:  # a block of commands with the same argument count
+                    names = args[0]
+                    n = len(names)
+                    commands += n
+                    cmd = table.get(names[0])
+                    if cmd is not None and authed and batching and names.count(names[0]) == n:
+                        kind = cmd.batch
+                        if kind == BATCH_GET and len(args) == 2 and max(map(len, args[1])) <= maxk:
+                            if w_items:
+                                self._flush_writes(eng, w_items, w_keys, w_vals, ints)
+                                w_items, w_keys, w_vals = [], [], []
+                            r_items.append((conn, _GET_BLOCK, n))
+                            r_keys += args[1]
+                            continue
+                        if (kind == BATCH_SET and len(args) == 3 and not ints
+                                and max(map(len, args[1])) <= maxk and max(map(len, args[2])) <= maxv):
+                            if r_items:
+                                self._flush_reads(eng, r_items, r_keys, ints)
+                                r_items, r_keys = [], []
+                            w_items.append((conn, _SET_BLOCK, n))
+                            w_keys += args[1]
+                            w_vals += args[2]
+                            continue
+                    commands -= n
+                    cmds = [list(one) for one in zip(*args)] + cmds[k:]  # one by one, then
+                    k = 0
+                    continue
+                commands += 1
+                cmd = table.get(args[0])
+                if cmd is not None and cmd.batch and authed and batching:
+                    kind = cmd.batch
+                    n = len(args)
+                    if kind == BATCH_GET:
+                        if n == 2:
+                            if w_items:
+                                self._flush_writes(eng, w_items, w_keys, w_vals, ints)
+                                w_items, w_keys, w_vals = [], [], []
+                            if len(args[1]) > maxk:
+                                key_error = key_error or E.error_reply(self.key_too_long)
+                                r_items.append((conn, 0, key_error))
+                            else:
+                                r_items.append((conn, BATCH_GET, 1))
+                                r_keys.append(args[1])
+                            continue
+                    elif kind == BATCH_SET:
+                        if n == 3:
+                            if r_items:
+                                self._flush_reads(eng, r_items, r_keys, ints)
+                                r_items, r_keys = [], []
+                            key, value = args[1], args[2]
+                            if len(key) > maxk:
+                                key_error = key_error or E.error_reply(self.key_too_long)
+                                w_items.append((conn, 0, key_error))
+                            elif ints:
+                                number = parse_uint(value, vbits)
+                                if number is None:
+                                    w_items.append((conn, 0, E.error_reply(E.value_not_integer(vbits))))
+                                else:
+                                    w_items.append((conn, BATCH_SET, 1))
+                                    w_keys.append(key)
+                                    w_vals.append(number)
+                            elif len(value) > maxv:
+                                value_error = value_error or E.error_reply(self.value_too_long)
+                                w_items.append((conn, 0, value_error))
+                            else:
+                                w_items.append((conn, BATCH_SET, 1))
+                                w_keys.append(key)
+                                w_vals.append(value)
+                            continue
+                    elif n >= 2:  # MGET, EXISTS
+                        if w_items:
+                            self._flush_writes(eng, w_items, w_keys, w_vals, ints)
+                            w_items, w_keys, w_vals = [], [], []
+                        keys = args[1:]
+                        if max(map(len, keys)) > maxk:
+                            key_error = key_error or E.error_reply(self.key_too_long)
+                            r_items.append((conn, 0, key_error))
+                        else:
+                            r_items.append((conn, kind, n - 1))
+                            r_keys += keys
+                        continue
+                if r_items:
+                    self._flush_reads(eng, r_items, r_keys, ints)
+                    r_items, r_keys = [], []
+                if w_items:
+                    self._flush_writes(eng, w_items, w_keys, w_vals, ints)
+                    w_items, w_keys, w_vals = [], [], []
+                self._run(conn, args)
+                if conn.closing:
+                    break
+            if error is not None or conn.throttled or conn.awaiting:
+                if r_items:
+                    self._flush_reads(eng, r_items, r_keys, ints)
+                    r_items, r_keys = [], []
+                if w_items:
+                    self._flush_writes(eng, w_items, w_keys, w_vals, ints)
+                    w_items, w_keys, w_vals = [], [], []
+                if error is not None and not conn.closing:
+                    conn.out.append(E.error_reply(error))
+                    self.protocol_errors += 1
+                    self.error_replies += 1
+                    conn.closing = True
+                elif conn.awaiting and not conn.closing:
+                    self._resume(conn, queue)
+        if r_items:
+            self._flush_reads(eng, r_items, r_keys, ints)
+        if w_items:
+            self._flush_writes(eng, w_items, w_keys, w_vals, ints)
+        self.total_commands += commands
+        written = 0
+        for conn in touched:
+            conn.touched = False
+            out = conn.out
+            if out:
+                data = out[0] if len(out) == 1 else b"".join(out)
+                out.clear()
+                if not conn.lost:
+                    conn.transport.write(data)
+                    written += len(data)
+            if conn.closing or conn.eof:
+                conn.closing = True
+                if not conn.lost:
+                    conn.transport.close()
+        self.net_output_bytes += written
+
+    def _resume(self, conn: Connection, queue: list) -> None:
+        """Parse a throttled client's next command(s) now that its previous one has run."""
+        conn.awaiting = False
+        more: list[Any] = []
+        parser = conn.parser
+        parser.resume(more, 0 if conn.authenticated else 1)
+        error = parser.error if not conn.error_queued else None
+        if more or error is not None:
+            if error is not None:
+                conn.error_queued = True
+            conn.awaiting = conn.throttled and bool(more)
+            queue.append((conn, more, error))
+
+    def _run(self, conn: Connection, args: list[bytes]) -> None:
+        """One command the unbatched way: lookup, arity, AUTH, handler, encoded reply."""
+        cmd = lookup(self.commands, args)
+        out = conn.out
+        if type(cmd) is ErrorReply:
+            out.append(E.error_reply(cmd))
+            self.error_replies += 1
+            return
+        if not conn.authenticated and not cmd.noauth:
+            out.append(E.error_reply(E.NOAUTH))
+            self.error_replies += 1
+            return
+        conn.last_cmd = cmd.name
+        try:
+            reply = cmd.handler(self, conn, args)
+        except KVError as exc:
+            reply = ErrorReply(E.engine_error(exc))
+        except Exception as exc:  # a bug must cost one reply, not the server
+            log.exception("command %s failed", cmd.name)
+            reply = ErrorReply(b"ERR internal error in " + cmd.name.encode() + b": "
+                               + type(exc).__name__.encode())
+        kind = type(reply)
+        if kind is Raw:
+            out.append(reply)
+        elif kind is ErrorReply:
+            out.append(E.error_reply(reply))
+            self.error_replies += 1
+        else:
+            out.append(encode(reply, conn.resp3))
+
+    def _count_batch(self, n: int) -> None:
+        self.engine_batches += 1
+        self.batched_keys += n
+        if n > self.max_batch:
+            self.max_batch = n
+
+    def _flush_reads(self, eng: Any, items: list, keys: list[bytes], ints: bool) -> None:
+        """One get_batch for a run of GET/MGET/EXISTS; replies in each client's order."""
+        hits: list[bool] = []
+        replies: list[Optional[bytes]] = []
+        record = 0  # > 0: every reply is one fixed-size record of a single blob
+        blob = b""
+        if keys:
+            self._count_batch(len(keys))
+            try:
+                hit, values = eng.get_batch(tagged_rows(keys, eng.geometry.key_bytes))
+            except Exception as exc:
+                self._fail_run(items, exc)
+                return
+            hits = hit.tolist()
+            found = hits.count(True)
+            self.keyspace_hits += found
+            self.keyspace_misses += len(hits) - found
+            if ints:
+                numbers = values.tolist() if values.ndim == 1 else [
+                    int.from_bytes(row.tobytes(), "big") for row in values]
+                replies = [bulk(str(v).encode()) if h else None for h, v in zip(hits, numbers)]
+            else:
+                record, blob, replies = _bulk_replies(values, hits, found)
+        nil = b""
+        j = 0
+        for conn, kind, n in items:
+            out = conn.out
+            if kind == BATCH_GET:
+                if record:
+                    out.append(blob[j * record:(j + 1) * record])
+                else:
+                    out.append(replies[j] or conn.nil)
+                j += 1
+            elif kind == _GET_BLOCK:
+                if record:
+                    out.append(blob[j * record:(j + n) * record])
+                else:
+                    nil = conn.nil
+                    out.append(b"".join([r or nil for r in replies[j:j + n]]))
+                j += n
+            elif kind == 0:
+                out.append(n)
+                self.error_replies += 1
+            elif kind == BATCH_MGET:
+                if record:
+                    out.append(b"*%d\r\n" % n + blob[j * record:(j + n) * record])
+                else:
+                    nil = conn.nil
+                    out.append(b"*%d\r\n" % n + b"".join([r or nil for r in replies[j:j + n]]))
+                j += n
+            else:  # EXISTS
+                out.append(b":%d\r\n" % hits[j:j + n].count(True))
+                j += n
+
+    def _flush_writes(self, eng: Any, items: list, keys: list[bytes], values: list, ints: bool) -> None:
+        """One set_batch for a run of plain SETs; each answers OK, or OOM when it found no room."""
+        full: list[bool] = []
+        if keys:
+            self._count_batch(len(keys))
+            g = eng.geometry
+            try:
+                rows = int_rows(values, g.value_bytes) if ints else tagged_rows(values, g.value_bytes)
+                status = eng.set_batch(tagged_rows(keys, g.key_bytes), rows)
+            except Exception as exc:
+                self._fail_run(items, exc)
+                return
+            failed = status == _FULL
+            if failed.any():
+                full = failed.tolist()
+        oom = E.error_reply(E.OOM)
+        j = 0
+        for conn, kind, n in items:
+            if kind == BATCH_SET:
+                if full and full[j]:
+                    conn.out.append(oom)
+                    self.error_replies += 1
+                else:
+                    conn.out.append(_OK)
+                j += 1
+            elif kind == _SET_BLOCK:
+                if full and any(full[j:j + n]):
+                    conn.out.append(b"".join([oom if f else _OK for f in full[j:j + n]]))
+                    self.error_replies += full[j:j + n].count(True)
+                else:
+                    conn.out.append(_OK * n)
+                j += n
+            else:
+                conn.out.append(n)
+                self.error_replies += 1
+
+    def _fail_run(self, items: list, exc: Exception) -> None:
+        """An engine batch raised: every command of the run gets an error, in its place."""
+        log.error("engine batch failed", exc_info=exc)
+        reply = E.error_reply(b"ERR engine error: " + type(exc).__name__.encode())
+        for conn, kind, n in items:
+            count = n if kind in (_GET_BLOCK, _SET_BLOCK) else 1
+            conn.out.append(reply * count)
+            self.error_replies += count
+
+
+def _bulk_replies(values: Any, hits: list[bool], found: int) -> tuple[int, bytes, list]:
+    """Bulk-string replies for the rows of a get_batch: (record size, blob, []) when every key
+    hit and every value has one length (one numpy pass builds all replies back to back), else
+    (0, b"", replies) with None for misses."""
+    n, width = values.shape
+    lengths = values[:, 0]
+    if found == n and n > 4:
+        size = int(lengths[0])
+        if size < width and (lengths == size).all():
+            header = BULK_HEADERS[size]
+            h = len(header)
+            out = np.empty((n, h + size + 2), dtype=np.uint8)
+            out[:, :h] = np.frombuffer(header, dtype=np.uint8)
+            out[:, h:h + size] = values[:, 1:1 + size]
+            out[:, h + size] = 13
+            out[:, h + size + 1] = 10
+            return h + size + 2, out.tobytes(), []
+    blob = values.tobytes()
+    sizes = lengths.tolist()
+    headers = BULK_HEADERS
+    if max(sizes, default=0) < width:
+        replies = [headers[size] + blob[start:start + size] + _CRLF if h else None
+                   for h, size, start in zip(hits, sizes, range(1, n * width, width))]
+    else:  # some value is not a length-tagged string (stored raw by another front-end)
+        replies = [(bulk(str(int.from_bytes(blob[start - 1:start - 1 + width], "big")).encode())
+                    if size >= width else headers[size] + blob[start:start + size] + _CRLF)
+                   if h else None for h, size, start in zip(hits, sizes, range(1, n * width, width))]
+    return 0, b"", replies
+
+
+async def start_resp_server(appliance: Any, host: str = "127.0.0.1", port: int = 6380, *,
+                            config: Optional[RespConfig] = None) -> RespServer:
+    """Listen for Redis clients on host:port (port 0 picks a free one; see .port).
+
+    Call it from the appliance's event loop; the server registers its counters with
+    appliance.register_frontend("resp", server.stats).
+    """
+    server = RespServer(appliance, config)
+    await server.start(host, port)
+    if hasattr(appliance, "register_frontend"):
+        appliance.register_frontend("resp", server.stats)
+    return server
+
+
+__all__ = ["RespConfig", "RespServer", "Connection", "start_resp_server", "Command"]

@@ -1,0 +1,214 @@
+"""RESP framing in isolation: the request parser (partial frames, inline commands, pipelines,
+malformed input, limits) and the reply encoders. Redis' own answers to the same bytes are
+checked in test_resp_compat.py (test_raw_bytes_identical)."""
+
+from __future__ import annotations
+
+import hiredis
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pynq_kv.serve.resp import errors as E
+from pynq_kv.serve.resp.protocol import (
+    ErrorReply,
+    Raw,
+    RequestParser,
+    RespSet,
+    Simple,
+    Verbatim,
+    commands_of,
+    encode,
+    splitargs,
+    string2ll,
+)
+from resp_helpers import encode_command
+
+
+def parse(data: bytes, chunk: int = 0, **kwargs) -> tuple[list[list[bytes]], bytes | None]:
+    """(commands, protocol error) of data fed whole or in chunks."""
+    parser = RequestParser(**kwargs)
+    out: list = []
+    pieces = [data[i:i + chunk] for i in range(0, len(data), chunk)] if chunk else [data]
+    for piece in pieces:
+        parser.feed(piece, out)
+    return [c for item in out for c in commands_of(item)], parser.error
+
+
+@pytest.mark.parametrize("chunk", [0, 1, 2, 3, 7, 64])
+def test_pipeline_of_multibulk_commands_in_any_chunking(chunk):
+    commands = [[b"SET", b"k%d" % i, b"v\r\n%d" % i] for i in range(20)] + [[b"GET", b"k1"]] * 30
+    data = b"".join(encode_command(*c) for c in commands)
+    assert parse(data, chunk) == (commands, None)
+
+
+def test_partial_frame_waits_and_keeps_state():
+    parser = RequestParser()
+    out: list = []
+    data = encode_command("SET", "key", "value") + encode_command("PING")
+    for i, byte in enumerate(data):
+        parser.feed(bytes([byte]), out)
+        if i < len(data) - 15:
+            assert out == []
+    assert [c for item in out for c in commands_of(item)] == [[b"SET", b"key", b"value"], [b"PING"]]
+    assert not parser.pending() and parser.buffered() == 0
+
+
+def test_long_bulk_is_held_until_complete_then_parsed_once():
+    value = b"x" * 100_000
+    data = encode_command("SET", "k", value)
+    parser = RequestParser()
+    out: list = []
+    for start in range(0, len(data), 1000):
+        parser.feed(data[start:start + 1000], out)
+        if start + 1000 < len(data):
+            assert out == [] and parser.buffered() >= start
+    assert commands_of(out[0]) == [[b"SET", b"k", value]]
+
+
+def test_uniform_pipeline_comes_out_as_one_block():
+    data = b"".join(encode_command("GET", "key:%d" % i) for i in range(16))
+    parser = RequestParser()
+    out: list = []
+    assert parser.feed(data + b"*2\r\n$3\r\nGE", out) == 16
+    assert len(out) == 1 and type(out[0]) is tuple
+    assert out[0][0] == [b"GET"] * 16 and out[0][1] == [b"key:%d" % i for i in range(16)]
+    assert parser.pending()
+    parser.feed(b"T\r\n$1\r\nz\r\n", out)
+    assert out[1] == [b"GET", b"z"]
+
+
+def test_inline_commands():
+    assert parse(b"SET a b\r\nGET a\nPING\r\n") == ([[b"SET", b"a", b"b"], [b"GET", b"a"], [b"PING"]], None)
+    assert parse(b"\r\n  \t\r\n\n") == ([], None)
+    assert parse(b"GET a") == ([], None)  # no newline yet
+
+
+@pytest.mark.parametrize("line, args", [
+    (b"a b  c", [b"a", b"b", b"c"]),
+    (b'"a b" c', [b"a b", b"c"]),
+    (b'"\\x41\\x4a\\n\\r\\t\\b\\a\\"\\\\"', [b"AJ\n\r\t\b\a\"\\"]),
+    (b'"\\x4g"', [b"x4g"]),
+    (b"'it\\'s' x", [b"it's", b"x"]),
+    (b"'a\\nb'", [b"a\\nb"]),
+    (b'a"b c"d', None), (b'"a"b', None), (b"'a'b", None), (b'"abc', None), (b"'abc", None),
+    (b'ab"c d" e', [b"abc d", b"e"]), (b'ab"c d"', [b"abc d"]), (b"x\vy", [b"x\vy"]), (b"\v\fx", [b"x"]),
+    (b'""', [b""]), (b"''", [b""]),
+])
+def test_splitargs_follows_sdssplitargs(line, args):
+    assert splitargs(line) == args
+
+
+@pytest.mark.parametrize("text, value", [
+    (b"0", 0), (b"12", 12), (b"-7", -7), (b"9223372036854775807", (1 << 63) - 1),
+    (b"-9223372036854775808", -(1 << 63)),
+    (b"", None), (b"01", None), (b"-0", None), (b"+1", None), (b" 1", None), (b"1_0", None),
+    (b"9223372036854775808", None), (b"1" * 21, None), (b"\xd9\xa3", None), (b"-", None),
+])
+def test_string2ll_is_strict(text, value):
+    assert string2ll(text) == value
+
+
+@pytest.mark.parametrize("data, error", [
+    (b"*1\r\n+PING\r\n", b"ERR Protocol error: expected '$', got '+'"),
+    (b"*1\r\n$-1\r\n", E.PROTO_INVALID_BULK),
+    (b"*x\r\n", E.PROTO_INVALID_MBULK),
+    (b"*2147483648\r\n", E.PROTO_INVALID_MBULK),
+    (b"'unbalanced\r\n", E.PROTO_UNBALANCED),
+    (b"A" * (64 * 1024 + 1), E.PROTO_TOO_BIG_INLINE),
+    (b"*" + b"1" * (64 * 1024 + 1), E.PROTO_TOO_BIG_MBULK),
+    (b"*1\r\n$" + b"1" * (64 * 1024 + 1), E.PROTO_TOO_BIG_BULK),
+    (b"*1\r\n$1025\r\n", E.PROTO_INVALID_BULK),  # over max_bulk_len=1024 below
+])
+@pytest.mark.parametrize("chunk", [0, 1000])
+def test_protocol_errors_after_the_commands_before_them(data, error, chunk):
+    commands, got = parse(encode_command("PING") + data, chunk, max_bulk_len=1024)
+    assert commands == [[b"PING"]]
+    assert got == error
+
+
+def test_nothing_is_accepted_after_an_error():
+    parser = RequestParser()
+    out: list = []
+    parser.feed(b"*1\r\n$x\r\n", out)
+    assert parser.error == E.PROTO_INVALID_BULK
+    parser.feed(encode_command("PING"), out)
+    assert out == [] and parser.buffered() == 0
+
+
+def test_unauthenticated_limits_and_one_command_at_a_time():
+    parser = RequestParser()
+    parser.unauth = True
+    out: list = []
+    assert parser.feed(encode_command("PING") * 3, out, limit=1) == 1
+    assert parser.resume(out, 1) == 1 and parser.resume(out, 1) == 1 and parser.resume(out, 1) == 0
+    parser.feed(b"*11\r\n", out)
+    assert parser.error == E.PROTO_UNAUTH_MBULK
+    parser = RequestParser()
+    parser.unauth = True
+    parser.feed(b"*1\r\n$16385\r\n", out)
+    assert parser.error == E.PROTO_UNAUTH_BULK
+
+
+def test_nul_byte_stops_a_header_like_strchr():
+    # Redis looks for the line end with strchr(), which stops at a NUL: the line never ends
+    assert parse(b"PING\x00\r\n") == ([], None)
+    assert parse(b"*1\x00\r\n$4\r\nPING\r\n") == ([], None)
+    assert parse(b"*1\r\n$4\r\nP\x00NG\r\n") == ([[b"P\x00NG"]], None)  # payloads are binary
+
+
+def test_partial_command_counts_towards_buffered():
+    parser = RequestParser()
+    out: list = []
+    parser.feed(b"*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$100\r\n" + b"x" * 50, out)
+    assert out == [] and parser.pending()
+    assert parser.buffered() >= 3 + 5 + 50
+
+
+commands_strategy = st.lists(
+    st.lists(st.binary(max_size=40), min_size=1, max_size=5), min_size=1, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(commands=commands_strategy, cuts=st.lists(st.integers(0, 2000), max_size=10))
+def test_any_split_of_a_pipeline_gives_the_same_commands(commands, cuts):
+    data = b"".join(encode_command(*c) for c in commands)
+    cuts = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    parser = RequestParser()
+    out: list = []
+    for a, b in zip(cuts, cuts[1:]):
+        parser.feed(data[a:b], out)
+    assert [c for item in out for c in commands_of(item)] == commands
+    assert parser.error is None and not parser.pending()
+
+
+# -- encoders -----------------------------------------------------------------------------------
+def decode(data: bytes):
+    reader = hiredis.Reader(notEnoughData=Ellipsis)
+    reader.feed(data)
+    value = reader.gets()
+    assert reader.gets() is Ellipsis
+    return value
+
+
+def test_encoding_resp2_and_resp3():
+    value = {b"a": 1, b"b": [None, b"x", Simple("OK")], b"c": RespSet([b"s"])}
+    assert encode(value, False) == (b"*6\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n*3\r\n$-1\r\n$1\r\nx\r\n"
+                                    b"+OK\r\n$1\r\nc\r\n*1\r\n$1\r\ns\r\n")
+    assert encode(value, True).startswith(b"%3\r\n")
+    assert decode(encode(value, True)) == {b"a": 1, b"b": [None, b"x", b"OK"], b"c": [b"s"]}
+    assert encode(RespSet([b"s"]), True) == b"~1\r\n$1\r\ns\r\n"
+    assert encode(None, True) == b"_\r\n" and encode(True, True) == b"#t\r\n" and encode(True, False) == b":1\r\n"
+    assert encode(Verbatim("hi"), True) == b"=6\r\ntxt:hi\r\n" and encode(Verbatim("hi"), False) == b"$2\r\nhi\r\n"
+    assert encode(1.5, True) == b",1.5\r\n" and encode(1.5, False) == b"$3\r\n1.5\r\n"
+    assert encode(Raw(b"+X\r\n"), False) == b"+X\r\n"
+    assert encode(ErrorReply(b"ERR a\r\nb"), False) == b"-ERR a  b\r\n"
+    assert encode(b"x" * 2000, False) == b"$2000\r\n" + b"x" * 2000 + b"\r\n"
+
+
+def test_error_messages_match_redis_formats():
+    assert E.unknown_command([b"FOO", b"a" * 100, b"b" * 50, b"c"]) == (
+        b"ERR unknown command 'FOO', with args beginning with: '" + b"a" * 100 + b"' '" + b"b" * 25 + b"' ")
+    assert E.unknown_command([b"F\x00OO", b"a\x00b"]) == b"ERR unknown command 'F', with args beginning with: 'a' "
+    assert E.unknown_subcommand(b"client", b"nope") == b"ERR unknown subcommand 'nope'. Try CLIENT HELP."
+    assert E.error_reply(b"ERR x\r\ny\n") == b"-ERR x  y \r\n"
