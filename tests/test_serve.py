@@ -1,0 +1,182 @@
+"""`pynq-kv serve` as a user runs it: one process, three front-ends, one engine, graceful stop.
+
+The process is started on 127.0.0.1 with port 0 everywhere (the banner names the real ports),
+spoken to with raw bytes (RESP, memcached binary over UDP, HTTP), and stopped with SIGTERM and
+SIGINT; a state file carries the tables across a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+BANNER = re.compile(r"(Redis|memcached|admin)\b.*? (?:on|API on) (tcp|udp|http)://([\d.]+):(\d+)")
+STARTUP_TIMEOUT = 60.0
+
+
+class Served:
+    """A running `pynq-kv serve` and the ports it printed."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        cmd = [sys.executable, "-m", "pynq_kv", *args]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, env=env)
+        self.lines: list[str] = []
+        self.ports: dict[str, int] = {}
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            match = BANNER.search(line)
+            if match:
+                self.ports[{"tcp": "resp", "udp": "udp", "http": "admin"}[match[2]]] = int(match[4])
+            if "no state file" in line or "state file " in line:
+                return
+        self.proc.kill()
+        raise AssertionError("serve did not start:\n" + "".join(self.lines))
+
+    def stop(self, sig: int = signal.SIGTERM) -> str:
+        self.proc.send_signal(sig)
+        out, _ = self.proc.communicate(timeout=30)
+        self.lines.append(out)
+        return "".join(self.lines)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("PYNQ_KV_ADMIN_TOKEN", "PYNQ_KV_REQUIREPASS", "PYNQ_KV_CONFIG", "PYNQ_KV_STATE"):
+        env.pop(name, None)
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    return env
+
+
+@pytest.fixture
+def served(env: dict[str, str], tmp_path: Path) -> Iterator[Served]:
+    server = Served(["--rows", "256", "--rules", "16", "--state", str(tmp_path / "kv.npz"),
+                     "serve", "--resp-port", "0", "--udp-port", "0", "--admin-port", "0",
+                     "--admin-token", "t0k"], env)
+    yield server
+    if server.proc.poll() is None:
+        server.proc.kill()
+        server.proc.wait()
+
+
+def resp(port: int, payload: bytes, expect_lines: int = 1) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(payload)
+        data = b""
+        while data.count(b"\r\n") < expect_lines:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+def memcached_udp(port: int, opcode: int, key: bytes = b"", extras: bytes = b"",
+                  value: bytes = b"") -> bytes:
+    """One binary request in one datagram; returns the reply datagram's first response."""
+    body = extras + key + value
+    header = struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body),
+                         0x1234, 0)
+    frame = struct.pack(">HHHH", 7, 0, 1, 0) + header + body
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(5)
+        sock.sendto(frame, ("127.0.0.1", port))
+        reply, _ = sock.recvfrom(65536)
+    assert struct.unpack(">HHHH", reply[:8])[0] == 7  # request id echoed
+    return reply[8:]
+
+
+def http(port: int, path: str, method: str = "GET", body: dict | None = None,
+         token: str | None = None) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_banner_names_every_front_end_and_backend(served: Served) -> None:
+    text = "".join(served.lines)
+    assert "backend=model" in text and "rows=256" in text
+    assert set(served.ports) == {"resp", "udp", "admin"}
+    assert all(port > 0 for port in served.ports.values())
+
+
+def test_front_ends_share_one_engine(served: Served) -> None:
+    assert resp(served.ports["resp"], b"PING\r\n") == b"+PONG\r\n"
+    assert resp(served.ports["resp"], b"*3\r\n$3\r\nSET\r\n$5\r\nalpha\r\n$3\r\none\r\n") == b"+OK\r\n"
+    # the same entry through memcached binary GET over UDP ...
+    reply = memcached_udp(served.ports["udp"], 0x00, b"alpha")
+    magic, opcode, _, extlen, _, status, total = struct.unpack(">BBHBBHI", reply[:12])
+    assert (magic, opcode, status) == (0x81, 0x00, 0)
+    assert reply[24 + extlen:24 + total] == b"one"
+    # ... and through the admin API; a REST write is visible to RESP
+    status, body = http(served.ports["admin"], "/v1/entries/alpha")
+    assert status == 200 and body["value"] == "one"
+    status, _ = http(served.ports["admin"], "/v1/entries/beta", "PUT", {"value": "two"}, token="t0k")
+    assert status in (200, 201)
+    assert resp(served.ports["resp"], b"GET beta\r\n", 2) == b"$3\r\ntwo\r\n"
+    status, _ = http(served.ports["admin"], "/v1/entries/gamma", "PUT", {"value": "x"})
+    assert status == 401  # mutating routes need the token
+    status, health = http(served.ports["admin"], "/healthz")
+    assert status == 200
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_graceful_stop_saves_and_restart_restores(served: Served, env: dict[str, str],
+                                                  tmp_path: Path, sig: int) -> None:
+    assert resp(served.ports["resp"], b"SET keep me\r\n") == b"+OK\r\n"
+    log = served.stop(sig)
+    assert served.proc.returncode == 0, log
+    assert "shutting down" in log and "saved 1 entries" in log and "stopped" in log
+    again = Served(["--state", str(tmp_path / "kv.npz"), "serve", "--resp-port", "0",
+                    "--disable", "udp", "--disable", "admin"], env)
+    try:
+        assert "1 entries loaded" in "".join(again.lines)
+        assert resp(again.ports["resp"], b"GET keep\r\n", 2) == b"$2\r\nme\r\n"
+    finally:
+        assert again.stop() and again.proc.returncode == 0
+
+
+def test_busy_port_is_a_clear_start_up_error(env: dict[str, str]) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "pynq_kv", "--rows", "64", "serve", "--disable", "udp",
+             "--disable", "resp", "--admin-port", str(port)],
+            capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert "cannot start" in proc.stderr and "in use" in proc.stderr
+
+
+def test_non_loopback_bind_without_secrets_is_refused(env: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pynq_kv", "serve", "--bind", "0.0.0.0"],
+                          capture_output=True, text=True, timeout=60, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert "refusing to serve the admin API on 0.0.0.0" in proc.stderr
