@@ -182,6 +182,36 @@ def test_any_split_of_a_pipeline_gives_the_same_commands(commands, cuts):
     assert parser.error is None and not parser.pending()
 
 
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from([b"GET", b"SET", b"get", b"PING", b"X"]), argc=st.integers(1, 3),
+       sizes=st.lists(st.integers(0, 20), min_size=2, max_size=2), count=st.integers(1, 24),
+       payload=st.binary(min_size=64, max_size=64),
+       mutations=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), max_size=2),
+       tail=st.binary(max_size=12), chunk=st.sampled_from([0, 0, 1, 5, 50]))
+def test_uniform_pipelines_parse_as_the_exact_path_does(name, argc, sizes, count, payload,
+                                                         mutations, tail, chunk):
+    """The shape path (a run of commands with one name and fixed argument lengths, matched by
+    one regular expression) agrees with the exact path byte by byte, also when one byte of
+    the run is changed (a CRLF or header broken, a payload with CRLF in it) or a tail follows."""
+    commands = []
+    for i in range(count):
+        args = [name] + [bytes(payload[(i * 7 + j * 13 + k) % 64] for k in range(sizes[j - 1]))
+                         for j in range(1, argc)]
+        commands.append(args)
+    data = bytearray(b"".join(encode_command(*c) for c in commands) + tail)
+    for pos, byte in mutations:
+        data[pos % len(data)] = byte
+    data = bytes(data)
+    exact = RequestParser()
+    want: list = []
+    for i in range(len(data)):  # one byte at a time never takes a fast path
+        exact.feed(data[i:i + 1], want)
+    got = parse(data, chunk)
+    assert got == ([c for item in want for c in commands_of(item)], exact.error)
+    if not mutations and not tail and count >= 4 and not chunk:
+        assert got == (commands, None)
+
+
 # -- encoders -----------------------------------------------------------------------------------
 def decode(data: bytes):
     reader = hiredis.Reader(notEnoughData=Ellipsis)

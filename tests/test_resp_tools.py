@@ -1,6 +1,7 @@
 """Real Redis tools against pynq-kv's RESP server: redis-cli as a client (one-shot, RESP3,
-AUTH, commands from stdin, --pipe mass insertion), redis-benchmark with no errors, and a
-benchmark run while 1,000 idle clients are connected (served, memory bounded)."""
+AUTH, commands from stdin, --pipe mass insertion), redis-benchmark with no errors (also against
+the whole appliance, `pynq-kv serve`), and a benchmark run while 1,000 idle clients are
+connected (served, memory bounded)."""
 
 from __future__ import annotations
 
@@ -160,3 +161,47 @@ def test_thousand_idle_clients_and_a_benchmark():
             sock.close()
         proc.terminate()
         proc.wait(10)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def test_redis_benchmark_against_pynq_kv_serve():
+    """The issue's check on the appliance itself: `pynq-kv serve` (model backend, every
+    front-end up) takes redis-benchmark -t ping,set,get,mset with no errors."""
+    port = _free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pynq_kv", "serve", "--resp-port", str(port), "--udp-port",
+         str(_free_port()), "--admin-port", str(_free_port()), "--log-level", "warning"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "pynq-kv serve did not listen"
+                time.sleep(0.1)
+        for pipeline in (1, 16):
+            done = run_benchmark(port, 2000, pipeline=pipeline)
+            assert done.returncode == 0, done.stderr
+            assert "error" not in (done.stdout + done.stderr).lower(), done.stdout + done.stderr
+            tests = [line.split(",")[0].strip('"') for line in done.stdout.splitlines()[1:]]
+            assert tests == ["PING_INLINE", "PING_MBULK", "SET", "GET", "MSET (10 keys)"]
+        stats = dict(line.strip().split(":", 1) for line in cli(port, "INFO", "stats").splitlines()
+                     if ":" in line)
+        assert stats["total_error_replies"] == "0" and stats["protocol_errors"] == "0"
+        assert int(stats["total_commands_processed"]) >= 2 * 5 * 2000
+        used = int(cli(port, "DBSIZE"))
+        assert 500 < used <= 1000
+        values = cli(port, "MGET", *[f"key:{i:012d}" for i in range(1000)]).split("\n")[:-1]
+        assert sum(len(v) == 3 for v in values) == used
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0

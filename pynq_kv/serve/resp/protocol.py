@@ -9,15 +9,19 @@ processMultibulkBuffer, processInlineBuffer and sdssplitargs step by step, inclu
 after a bulk payload are skipped unchecked, C string functions stop at a NUL byte), so the
 same bytes give the same commands and the same errors as Redis.
 
-Speed comes from a fast path: while a buffer holds ordinary multibulk commands, one C-level
-bytes.split(b"\\r\\n") yields all their tokens and each command is checked token by token
-against precomputed header tables. The fast path only ever accepts commands the exact path
-would accept identically; at the first thing it cannot vouch for (inline command, bulk payload
-containing CRLF, odd header, partial command) it hands over to the exact path.
+Speed comes from two fast paths. A run of commands with one name and fixed argument lengths
+(a pipeline of GETs or SETs with fixed-size keys, as benchmarks and bulk loads send) is matched
+by one compiled regular expression per shape, in C, and comes out as argument columns. Otherwise,
+while a buffer holds ordinary multibulk commands, one C-level bytes.split(b"\\r\\n") yields all
+their tokens and each command is checked token by token against precomputed header tables.
+The fast paths only ever accept commands the exact path would accept identically; at the first
+thing they cannot vouch for (inline command, bulk payload containing CRLF, odd header, partial
+command) they hand over to the exact path.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from . import errors as E
@@ -131,7 +135,8 @@ class RequestParser:
     """
 
     __slots__ = ("buf", "max_bulk_len", "unauth", "error", "_argc_left", "_args", "_args_bytes",
-                 "_bulklen", "_chunks", "_chunks_len", "_need", "_fast_mbulk", "_fast_bulk")
+                 "_bulklen", "_chunks", "_chunks_len", "_need", "_fast_mbulk", "_fast_bulk",
+                 "_last_shape")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024,
                  tables: Optional[tuple[dict[bytes, int], dict[bytes, int]]] = None) -> None:
@@ -147,6 +152,7 @@ class RequestParser:
         self._chunks_len = 0
         self._need = 0  # bytes buf must hold before parsing can progress (long bulks)
         self._fast_mbulk, self._fast_bulk = tables or fast_tables(max_bulk_len)
+        self._last_shape: Optional[tuple[Any, int, bytes, int, bytes]] = None
 
     def buffered(self) -> int:
         """Bytes this client holds in the server: unparsed input plus a partial command."""
@@ -304,6 +310,83 @@ class RequestParser:
     def _fast(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
         """(bytes consumed, commands added) for the leading run of plain multibulk commands.
 
+        First the *shape* path: when the buffer starts with a run of commands that have one
+        name and the same argument lengths (a pipeline of GETs or SETs with fixed-size keys and
+        values, as benchmarks and bulk loads send), one compiled regular expression matches
+        them all in C and yields their arguments (see _shape). Anything else goes token by
+        token (_fast_tokens).
+        """
+        shape = self._last_shape  # a client mostly repeats one shape: try its last one first
+        if shape is None or not buf.startswith(shape[4]):
+            shape = self._last_shape = self._shape(buf)
+        if shape is not None:
+            pattern, size, name, argc, _ = shape
+            m = len(buf) // size
+            end = m * size
+            # Fixed-length matches that do not overlap and number m tile [0, end) exactly, so
+            # each starts where a command starts: m commands, parsed as the exact path would.
+            if m >= 4 and pattern.match(buf, end - size) is not None:
+                found = pattern.findall(buf, 0, end)
+                if len(found) == m:
+                    if argc == 1:
+                        out.append(([name] * m,))
+                    elif argc == 2:
+                        out.append(([name] * m, found))
+                    else:
+                        out.append(([name] * m, *zip(*found)))
+                    if end == len(buf):
+                        return end, m
+                    rest, more = self._fast_tokens(buf[end:], out)
+                    return end + rest, m + more
+            if m >= 4:  # not this shape after all: work it out afresh next time
+                self._last_shape = None
+        return self._fast_tokens(buf, out)
+
+    def _shape(self, buf: bytes) -> Optional[tuple[Any, int, bytes, int, bytes]]:
+        """(pattern, size, name, argc, prefix) of the first command when it has 1 to 3
+        arguments, each declared within the fast tables: `pattern` matches exactly one command
+        of this shape (same name, same lengths, every CRLF present) and captures its arguments
+        after the name; `prefix` is the command's constant start, up to the payload of its
+        first argument after the name. Patterns are compiled once per shape and kept (at most
+        SHAPES_MAX of them)."""
+        line = buf.find(b"\r\n", 0, 8)
+        argc = self._fast_mbulk.get(buf[:line]) if line > 0 else None
+        if argc is None or argc > 3:
+            return None
+        bulk = self._fast_bulk
+        pos = line + 2
+        lengths = []
+        for _ in range(argc):
+            line = buf.find(b"\r\n", pos, pos + 8)
+            n = bulk.get(buf[pos:line]) if line > 0 else None
+            if n is None:
+                return None
+            lengths.append(n)
+            pos = line + 4 + n
+        first = buf.find(b"\r\n", buf.find(b"\r\n") + 2) + 2  # start of the name's payload
+        name = buf[first:first + lengths[0]]
+        key = (name, *lengths)
+        shape = _SHAPES.get(key)
+        if shape is None:
+            # Compiling costs tens of microseconds: only for a shape the buffer holds at least
+            # 4 times in a row (by its start), and never more than SHAPES_MAX shapes per
+            # process, so a client cycling through shapes cannot keep the server compiling.
+            size = pos  # the first command ends where the loop stopped
+            prefix = b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n"
+            if argc > 1:
+                prefix += b"$%d\r\n" % lengths[1]
+            if (len(_SHAPES) >= SHAPES_MAX or len(buf) < 4 * size
+                    or not buf.startswith(prefix, 3 * size)):
+                return None
+            text = re.escape(b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n")
+            for n in lengths[1:]:
+                text += re.escape(b"$%d\r\n" % n) + b"(.{%d})\r\n" % n
+            shape = _SHAPES[key] = (re.compile(text, re.S), size, name, argc, prefix)
+        return shape
+
+    def _fast_tokens(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
+        """(bytes consumed, commands added) for the leading run of plain multibulk commands.
+
         A run of commands that all have the same argument count comes out as one *block*: a
         tuple of argument columns (names, keys, ...), which the dispatcher can hand to the
         engine whole. Other commands come out one by one as lists.
@@ -355,6 +438,10 @@ class RequestParser:
         if i == last and not toks[last]:
             return len(buf), count
         return sum(map(len, toks[:i])) + 2 * i, count
+
+
+SHAPES_MAX = 1024  # command shapes with a compiled pattern, per process (never evicted)
+_SHAPES: dict[tuple, tuple[Any, int, bytes, int, bytes]] = {}  # command shape -> compiled pattern
 
 
 def commands_of(item: Any) -> list[list[bytes]]:

@@ -154,7 +154,8 @@ class Connection(asyncio.Protocol):
         else:
             parser.feed(data, cmds, 1)
         error = parser.error
-        if parser.buffered() > srv.config.max_query_buffer:
+        pending = parser.pending()  # nothing pending means nothing buffered
+        if pending and parser.buffered() > srv.config.max_query_buffer:
             srv.closed_query_buffer += 1
             log.warning("closing client id=%d: query buffer over %d bytes", self.id,
                         srv.config.max_query_buffer)
@@ -171,7 +172,7 @@ class Connection(asyncio.Protocol):
             if not srv.scheduled:
                 srv.scheduled = True
                 srv.loop.call_soon(srv.tick)
-        if not parser.pending():
+        if not pending:
             self.partial_since = 0.0
         elif cmds or not self.partial_since:
             self.partial_since = now
