@@ -180,3 +180,26 @@ def test_non_loopback_bind_without_secrets_is_refused(env: dict[str, str]) -> No
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 1
     assert "refusing to serve the admin API on 0.0.0.0" in proc.stderr
+
+
+def test_resp_limits_from_flags_and_config_file(env: dict[str, str], tmp_path: Path) -> None:
+    """--maxclients caps clients with Redis' error; the file's [resp] table sets the others."""
+    config = tmp_path / "serve.toml"
+    config.write_text("[resp]\nmax_bulk_len = 16\n")
+    server = Served(["--rows", "64", "serve", "--config", str(config), "--maxclients", "2",
+                     "--resp-port", "0", "--disable", "udp", "--disable", "admin"], env)
+    try:
+        port = server.ports["resp"]
+        first = socket.create_connection(("127.0.0.1", port), timeout=10)
+        second = socket.create_connection(("127.0.0.1", port), timeout=10)
+        with first, second:
+            first.sendall(b"PING\r\n")
+            assert first.recv(100) == b"+PONG\r\n"  # both accepted before the third knocks
+            second.sendall(b"PING\r\n")
+            assert second.recv(100) == b"+PONG\r\n"
+            assert resp(port, b"PING\r\n") == b"-ERR max number of clients reached\r\n"
+        set_k = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n%s\r\n"
+        assert resp(port, set_k % (17, b"v" * 17)) == b"-ERR Protocol error: invalid bulk length\r\n"
+        assert resp(port, set_k % (16, b"v" * 16)) == b"+OK\r\n"
+    finally:
+        assert server.stop() and server.proc.returncode == 0

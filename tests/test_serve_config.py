@@ -95,3 +95,22 @@ def test_layout_setting_builds_a_field_layout() -> None:
     config = ServeConfig(layout="src_ip:ipv4, dst_port:port")
     layout = config.make_layout(288)
     assert layout is not None and [f.name for f in layout.fields] == ["src_ip", "dst_port"]
+
+
+def test_resp_limits_come_from_the_resp_table_and_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, "[resp]\nmax_clients = 50\nmax-bulk-len = 4096\ncommand_timeout = 5\n")
+    config = build_config(load_config_file(path), {"resp": {"max_clients": 60}})
+    assert config.resp == {"max_clients": 60, "max_bulk_len": 4096, "command_timeout": 5}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[resp]\nmaxmemory = 1\n", "unknown RESP limit 'maxmemory'"),
+    ("[resp]\nmax_clients = 0\n", r"resp.max_clients must be >= 1"),
+    ("[resp]\nmax_clients = 2.5\n", "resp.max_clients must be an integer"),
+    ("[resp]\nidle_timeout = 'soon'\n", "resp.idle_timeout must be a number"),
+    ("[resp]\nidle_timeout = -1\n", r"resp.idle_timeout must be >= 0"),
+    ("resp = 3\n", "'resp' must be a table"),
+])
+def test_bad_resp_limits_are_refused(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config(load_config_file(write(tmp_path, text)), {})

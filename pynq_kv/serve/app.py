@@ -108,7 +108,8 @@ async def _start_resp(running: Running, config: ServeConfig) -> None:
     from .resp import RespConfig, start_resp_server
 
     server = await start_resp_server(running.appliance, config.bind, config.resp_port,
-                                     config=RespConfig(requirepass=config.requirepass))
+                                     config=RespConfig(requirepass=config.requirepass,
+                                                       **config.resp))
     running.closers.append(server.close)
     running.addresses["resp"] = (config.bind, server.port)
 

@@ -26,6 +26,16 @@ FRONTENDS = ("resp", "udp", "admin")
 BACKENDS = ("model", "rtl", "pynq", "xrt")
 GEOMETRY_KEYS = ("key_width", "value_width", "ways", "rows", "stash", "rules", "prio_width",
                  "hash_seed")
+# The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
+# name -> (type, smallest allowed value). Timeouts of 0 mean "never".
+RESP_LIMITS: dict[str, tuple[type, float]] = {
+    "max_clients": (int, 1),
+    "max_bulk_len": (int, 1),
+    "max_query_buffer": (int, 1024),
+    "output_high_water": (int, 1024),
+    "idle_timeout": (float, 0),
+    "command_timeout": (float, 0),
+}
 
 
 class ConfigError(KVError, ValueError):
@@ -49,6 +59,7 @@ class ServeConfig:
     value_kind: str = "bytes"
     layout: Optional[str] = None
     geometry: dict[str, int] = field(default_factory=dict)
+    resp: dict[str, float] = field(default_factory=dict)  # RESP limits, see RESP_LIMITS
     log_level: str = "info"
 
     def enabled(self, frontend: str) -> bool:
@@ -91,6 +102,7 @@ class ServeConfig:
         if unknown:
             raise ConfigError(f"unknown geometry key(s) {', '.join(unknown)} "
                               f"(known: {', '.join(GEOMETRY_KEYS)})")
+        self._validate_resp_limits()
         geometry = self.make_geometry()  # GeometryError names the bad field
         self.make_layout(geometry.key_width)
         if not is_loopback(self.bind):
@@ -100,6 +112,18 @@ class ServeConfig:
             if self.enabled("resp") and not self.requirepass:
                 raise ConfigError(f"refusing to serve RESP on {self.bind} (not loopback) without "
                                   "a password: set --requirepass or PYNQ_KV_REQUIREPASS")
+
+    def _validate_resp_limits(self) -> None:
+        for name, value in self.resp.items():
+            if name not in RESP_LIMITS:
+                raise ConfigError(f"unknown RESP limit {name!r} (known: {', '.join(RESP_LIMITS)})")
+            kind, least = RESP_LIMITS[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+                    kind is int and not isinstance(value, int)):
+                raise ConfigError(f"resp.{name} must be {'an integer' if kind is int else 'a number'}"
+                                  f", got {value!r}")
+            if value < least:
+                raise ConfigError(f"resp.{name} must be >= {least:g}, got {value!r}")
 
     def public(self) -> dict[str, Any]:
         """The settings without secrets, for logs and /v1/overlay."""
@@ -122,7 +146,8 @@ def is_loopback(host: str) -> bool:
 def load_config_file(path: Path) -> dict[str, Any]:
     """The settings of a TOML file, checked against ServeConfig's fields.
 
-    Geometry may be given flat (``rows = 1024``) or in a ``[geometry]`` table.
+    Geometry may be given flat (``rows = 1024``) or in a ``[geometry]`` table; the RESP limits
+    live in a ``[resp]`` table (``max_clients = 500``).
     """
     try:
         with open(path, "rb") as handle:
@@ -134,6 +159,11 @@ def load_config_file(path: Path) -> dict[str, Any]:
     known = {f.name for f in fields(ServeConfig)}
     out: dict[str, Any] = {}
     geometry = dict(data.pop("geometry", {}) or {})
+    resp = data.pop("resp", {})
+    if not isinstance(resp, dict):
+        raise ConfigError(f"config file {path}: 'resp' must be a table ([resp])")
+    if resp:
+        out["resp"] = {key.replace("-", "_"): value for key, value in resp.items()}
     for key, value in data.items():
         name = key.replace("-", "_")
         if name in GEOMETRY_KEYS:
@@ -156,8 +186,8 @@ def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -
     merged: dict[str, Any] = {}
     for source in (file_settings, flag_settings):
         for key, value in source.items():
-            if key == "geometry":
-                merged.setdefault("geometry", {}).update(value)
+            if key in ("geometry", "resp"):
+                merged.setdefault(key, {}).update(value)
             else:
                 merged[key] = value
     env_secrets = {"requirepass": "PYNQ_KV_REQUIREPASS", "admin_token": "PYNQ_KV_ADMIN_TOKEN"}
