@@ -76,6 +76,7 @@ setup(
         "fastapi>=0.110",
         "uvicorn>=0.29",
         "prometheus-client>=0.20",
+        "swagger-ui-bundle-v2>=5.17",  # /docs without a CDN (Swagger UI 5: OpenAPI 3.1)
         "hiredis>=2.3",
         "tomli>=2; python_version < '3.11'",
     ],

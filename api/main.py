@@ -13,7 +13,10 @@ from collections import Counter
 from typing import Any, Optional
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pynq_kv import __version__
@@ -85,6 +88,8 @@ def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = 
         version=__version__,
         description="Administration of a pynq-kv key-value + wildcard lookup appliance: entries, "
                     "rules, lookups, counters. Routes that change something need the bearer token.",
+        docs_url=None,  # served by _serve_docs from the installed swagger-ui-bundle, not a CDN
+        redoc_url=None,
     )
     app.state.appliance = appliance
     app.state.token = token or None
@@ -98,5 +103,26 @@ def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = 
     errors.install(app)
     for module in (overlay, entries, rules, lookup, stats, metrics, health, dashboard):
         app.include_router(module.router)
+    _serve_docs(app)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")
     return app
+
+
+def _serve_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs from files installed with the package: an appliance is often on a
+    lab network with no way out, where FastAPI's default CDN links leave /docs blank."""
+    app.mount("/static/swagger", StaticFiles(directory=str(swagger_ui_path)), name="swagger")
+    redirect = "/docs/oauth2-redirect"
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - docs",
+            oauth2_redirect_url=redirect,
+            swagger_js_url="/static/swagger/swagger-ui-bundle.js",
+            swagger_css_url="/static/swagger/swagger-ui.css",
+            swagger_favicon_url="/static/swagger/favicon-32x32.png")
+
+    @app.get(redirect, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()

@@ -94,3 +94,17 @@ def test_dashboard_shows_the_engine_counters(served, tmp_path):
     assert texts["hit-rate"] == "75.0 %"
     assert texts["rule-1-hits"] == "2" and texts["rule-1-name"] == "web"
     assert texts["backend"] == "model" and texts["status"].startswith("live")
+
+
+def test_docs_page_renders_without_a_cdn(served, tmp_path):
+    """Swagger UI renders the API's routes from files this server serves (no internet here)."""
+    url, _ = served
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--virtual-time-budget=5000", "--dump-dom", url + "docs"],
+        capture_output=True, text=True, timeout=90)
+    dom = result.stdout
+    assert 'class="swagger-ui' in dom and "pynq-kv admin" in dom, (
+        f"Swagger UI did not render:\n{dom[:2000]}\n{result.stderr[-2000:]}")
+    assert "/v1/entries/{key}" in dom  # an operation rendered from /openapi.json
