@@ -163,9 +163,29 @@ class ImportJobs:
         except (KVError, OSError) as exc:  # e.g. a board gone away mid-import
             log.exception("import %d failed", job.id)
             job.state, job.error = "failed", str(exc) or type(exc).__name__
+        except asyncio.CancelledError:
+            job.state = "failed"
+            job.error = f"stopped at shutdown after {job.done} of {job.total} records"
+            raise
         finally:
             job.finished = time.time()
             self._tasks.pop(job.id, None)
+
+    async def drain(self, timeout: float) -> list[ImportJob]:
+        """Let running jobs finish, up to timeout seconds, then stop the rest; returns those.
+
+        A shutdown calls this before the state file is saved: an import the client was told
+        was accepted should land whole, not as whatever prefix the loop had reached.
+        """
+        running = dict(self._tasks)
+        if not running:
+            return []
+        _, late = await asyncio.wait(running.values(), timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+        return [self._jobs[job_id] for job_id, task in running.items() if task in late]
 
     def _forget_old(self) -> None:
         finished = [job.id for job in self._jobs.values() if job.state != "running"]

@@ -254,3 +254,25 @@ def test_import_into_a_full_table_counts_failures():
         r = client.post("/v1/entries?format=csv", content=body, headers=AUTH)
         job = wait_for(client, r.headers["location"])
     assert job["state"] == "done" and job["inserted"] == 4 and job["failed"] == 6
+
+
+def test_drain_finishes_accepted_imports_or_says_where_it_stopped():
+    """Shutdown drains imports before saving: a finished job is whole, a cut one says so."""
+    appliance = small_appliance()
+    engine = appliance.engine
+    keys = engine.encode_keys([f"k{i}".encode() for i in range(40)])
+    values = engine.encode_values([b"v"] * 40)
+
+    async def scenario(timeout: float) -> tuple[ImportJob, list[ImportJob]]:
+        jobs = ImportJobs()
+        job = jobs.start(lambda: appliance.engine, keys, values, "ndjson", 1)
+        await asyncio.sleep(0)
+        return job, await jobs.drain(timeout)
+
+    job, stopped = asyncio.run(scenario(30.0))
+    assert stopped == [] and job.state == "done" and len(engine) == 40
+    engine.clear()
+    job, stopped = asyncio.run(scenario(0.0))
+    assert stopped == [job] and job.state == "failed" and job.done < 40
+    assert job.error == f"stopped at shutdown after {job.done} of 40 records"
+    assert len(engine) == job.done

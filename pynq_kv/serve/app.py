@@ -21,6 +21,8 @@ from .appliance import Appliance
 from .config import ServeConfig
 
 log = logging.getLogger("pynq_kv.serve")
+# On shutdown, accepted bulk imports get this long to finish before the state file is saved.
+IMPORT_DRAIN_SECONDS = 30.0
 
 
 @dataclass
@@ -99,6 +101,12 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
         server.should_exit = True
         await task
         sock.close()
+        running_imports = sum(1 for job in app.state.imports.all() if job.state == "running")
+        if running_imports:
+            log.info("finishing %d bulk import(s) before shutdown (at most %g s)", running_imports,
+                     IMPORT_DRAIN_SECONDS)
+        for job in await app.state.imports.drain(IMPORT_DRAIN_SECONDS):
+            log.warning("import %d: %s", job.id, job.error)
 
     running.closers.append(close)
     running.addresses["admin"] = sock.getsockname()[:2]
