@@ -1,5 +1,8 @@
 """Speed, memory and load-factor figures of the reference model; prints one JSON object.
 
+Besides the bulk figures, "small_batches" gives the per-call cost of the 16- and 50-key batches
+that the RESP server's pipelines hand the model (what bounds its requests/s).
+
 Configuration of issue 2: 288-bit keys, 32-bit values, 4 ways. Every figure is measured in this
 one run, and the plain-dict lookup rate beside ours, because these machines are noisy.
 
@@ -19,6 +22,8 @@ import time
 import numpy as np
 
 from pynq_kv import Geometry, KVEngine, Rule, SetStatus
+from pynq_kv.hashing import hash_keys
+from pynq_kv.keys import KeyFormat
 
 KEY_W, VALUE_W, WAYS = 288, 32, 4
 
@@ -55,6 +60,26 @@ def bulk_load(rng: np.random.Generator, n: int) -> float:
     if (status == SetStatus.FULL).any():
         raise SystemExit("bulk load hit TableFull")
     return elapsed
+
+
+def small_batches(rng: np.random.Generator, rows: int) -> dict[str, float]:
+    """Microseconds per backend call for the small batches a RESP pipeline hands the model:
+    SET (all updates, some keys repeated) and GET (all hits) of 16 and 50 length-tagged keys
+    drawn from 10,000 stored ones, and the hashing of such a batch."""
+    eng = engine(rows=rows)
+    g, backend = eng.geometry, eng.backend
+    stored = KeyFormat(KEY_W).encode_many(b"key:%012d" % i for i in range(10_000))
+    eng.set_batch(stored, rng.integers(0, 2**32, len(stored), dtype=np.uint64))
+    out = {}
+    for n in (16, 50):
+        keys = stored[rng.integers(0, len(stored), n)]
+        values = rng.integers(0, 256, (n, g.value_bytes), dtype=np.uint8)
+        calls = 2000
+        for name, call in (("hash_keys", lambda: hash_keys(keys, g.hash_seed, g.ways, g.key_width)),
+                           ("set_batch", lambda: backend.set_batch(keys, values)),
+                           ("get_batch", lambda: backend.get_batch(keys))):
+            out[f"{name}_{n}_us"] = round(best_of(5, lambda: [call() for _ in range(calls)]) / calls * 1e6, 1)
+    return out
 
 
 def load_factor(rng: np.random.Generator, rows: int, relocation: bool) -> float:
@@ -129,6 +154,7 @@ def main() -> None:
         "load_factor_plain": round(load_factor(rng, lf_rows, relocation=False), 4),
         "load_factor_relocation": round(load_factor(rng, lf_rows, relocation=True), 4),
         "load_factor_table_slots": WAYS * lf_rows + 8,
+        "small_batches": small_batches(rng, rows=1 << 13),
         "machine": {"python": platform.python_version(), "numpy": np.__version__,
                     "cpus": os.cpu_count()},
     }

@@ -1,8 +1,9 @@
 """The per-way H3 hash functions of docs/engine.md §3.
 
 H3 is GF(2)-linear: in hardware each output bit is an XOR tree over key bits, one pipeline
-stage per few levels. In numpy it is a XOR of per-byte lookup tables, so a batch of keys hashes
-with KEY_BYTES table gathers.
+stage per few levels. In numpy it is a XOR of per-byte lookup tables: a small batch of keys hashes
+with one gather of the table rows of all its (position, byte) pairs and one XOR reduction, a
+large one with a gather per byte position.
 """
 
 from __future__ import annotations
@@ -88,33 +89,53 @@ def _lane_tables(seed: int, ways: int, key_width: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=16)
-def _int_tables(seed: int, ways: int, key_width: int) -> tuple[tuple[int, ...], ...]:
-    """byte_tables as Python ints with all ways packed (way w in bits 32w+31 … 32w)."""
-    tables = byte_tables(seed, ways, key_width)
-    return tuple(tuple(sum(int(h) << (32 * w) for w, h in enumerate(entry)) for entry in pos)
-                 for pos in tables)
+def _row_tables(seed: int, ways: int, key_width: int) -> np.ndarray:
+    """_lane_tables as one (KEY_BYTES × 256, lanes) table: row 256p + b holds every lane of
+    byte b at position p, so one gather fetches every way of every byte of a batch."""
+    lanes = _lane_tables(seed, ways, key_width)
+    out = np.ascontiguousarray(lanes.reshape(lanes.shape[0], -1).T)
+    out.setflags(write=False)
+    return out
 
 
-SMALL_BATCH = 16  # below this many keys, plain Python beats numpy's per-call overhead
+@lru_cache(maxsize=16)
+def _row_offsets(key_bytes: int) -> np.ndarray:
+    """256p for every byte position p, as a column: byte b at p is table row 256p + b."""
+    out = (np.arange(key_bytes, dtype=np.intp) * 256)[:, None]
+    out.setflags(write=False)
+    return out
+
+
+# Up to SMALL_BATCH keys, one gather of all (position, byte) table rows and one XOR reduction
+# per GATHER_BYTES of gathered rows cost a few numpy calls (larger temporaries leave the cache
+# and the allocator's heap, and run several times slower). Larger batches gather position by
+# position, which keeps the accumulator in cache, and skip byte positions that are zero in
+# every key: a zero byte adds nothing (H3 is linear), and length-tagged keys end in zeros.
+SMALL_BATCH = 1024
+GATHER_BYTES = 1 << 17
 
 
 def hash_keys(keys: np.ndarray, seed: int, ways: int, key_width: int) -> np.ndarray:
     """H_w(k) of every key of a (N, KEY_BYTES) uint8 array, as a (N, ways) uint32 array."""
-    if len(keys) <= SMALL_BATCH:
-        tables = _int_tables(seed, ways, key_width)
-        out = np.zeros((len(keys), ways), dtype=np.uint32)
-        for i, key in enumerate(np.asarray(keys, dtype=np.uint8)):
-            packed = 0
-            for table, byte in zip(tables, key.tobytes()):
-                packed ^= table[byte]
-            out[i] = [(packed >> (32 * w)) & 0xFFFFFFFF for w in range(ways)]
-        return out
+    keys = np.asarray(keys, dtype=np.uint8)
+    n = len(keys)
+    if n <= SMALL_BATCH:
+        table = _row_tables(seed, ways, key_width)
+        rows = keys.T + _row_offsets(keys.shape[1])  # (KEY_BYTES, N) table rows
+        step = max(1, GATHER_BYTES // (keys.shape[1] * table.shape[1] * table.itemsize))
+        if n <= step:
+            packed = np.bitwise_xor.reduce(table.take(rows, axis=0), axis=0)
+        else:
+            packed = np.empty((n, table.shape[1]), dtype=np.uint64)
+            for start in range(0, n, step):
+                np.bitwise_xor.reduce(table.take(rows[:, start:start + step], axis=0), axis=0,
+                                      out=packed[start:start + step])
+        return packed.view(np.uint32)[:, :ways]
     lanes = _lane_tables(seed, ways, key_width)
-    columns = np.ascontiguousarray(np.asarray(keys, dtype=np.uint8).T)
-    n = columns.shape[1]
+    columns = np.ascontiguousarray(keys.T)
     acc = np.zeros((lanes.shape[0], n), dtype=np.uint64)
-    for lane in range(lanes.shape[0]):
-        for pos in range(lanes.shape[1]):
+    for pos in np.flatnonzero(columns.any(axis=1)).tolist():
+        for lane in range(lanes.shape[0]):
             acc[lane] ^= lanes[lane, pos].take(columns[pos])
     both = np.ascontiguousarray(acc.T).view(np.uint32).reshape(n, -1)
     return both[:, :ways]

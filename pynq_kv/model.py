@@ -1,9 +1,16 @@
 """The reference model: docs/engine.md implemented in numpy, bit-exact with the RTL.
 
 Every batch operation is vectorized yet means exactly the sequential application of its
-operations (§7). SET batches get that by placing new keys way by way: in way w, among the
-keys still unplaced whose candidate slot is free, the earliest key per slot wins — which is
-what the earliest key would have done had the keys been applied one after another.
+operations (§7). A SET batch splits into keys that already have copies and keys that do not.
+A slot holds one key, so the batch positions that write a copy slot are exactly the
+occurrences of that slot's key: the last of them gives the slot its value (and, for DEL, the
+first is the one that deletes). New keys are placed way by way: in way w, among the keys still
+unplaced whose candidate slot is free, the earliest key per slot wins — which is what the
+earliest key would have done had the keys been applied one after another.
+
+Front-ends hand the model many small batches (a pipeline's worth of keys), so the common case
+costs a fixed few dozen numpy calls: the batch's keys are grouped (sorted) only when new keys
+appear in it more than once.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from .geometry import Geometry
 from .hashing import hash_keys
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
+SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
 # SetStatus codes as plain ints: Enum attribute access costs a microsecond in hot paths.
 _INSERTED, _INSERTED_STASH, _UPDATED, _FULL = (int(s) for s in SetStatus)
 
@@ -58,6 +66,8 @@ class ModelBackend(Backend):
         # memcmp per slot, several times faster in numpy than comparing words and reducing.
         self._key_row = np.dtype((np.void, g.key_bytes))
         self._key_items = self._keys.view(self._key_row).reshape(-1)
+        self._way_base = np.arange(g.ways, dtype=np.int64) * g.rows  # flat slot of (w, 0)
+        self._row_mask = np.uint32(g.rows - 1)  # row_w(k) = H_w(k) mod ROWS (§3 step 5)
         self._rule_valid = np.zeros(g.rules, dtype=bool)
         self._rule_match = np.zeros((g.rules, self._keys.shape[1]), dtype=self._kdt)
         self._rule_mask = np.zeros((g.rules, self._keys.shape[1]), dtype=self._kdt)
@@ -72,8 +82,9 @@ class ModelBackend(Backend):
         index = COUNTER_IDS[name]
         self._counters[index] = (self._counters[index] + amount) & MASK64
 
-    def _key_items_of(self, words: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(words).view(self._key_row).reshape(-1)
+    def _key_items_of(self, keys: np.ndarray) -> np.ndarray:
+        """(N, KEY_BYTES) uint8 rows as N opaque items (whole-key compares, row copies)."""
+        return np.ascontiguousarray(keys, dtype=np.uint8).view(self._key_row).reshape(-1)
 
     def _key_words(self, keys: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(keys, dtype=np.uint8).view(self._kdt)
@@ -88,63 +99,96 @@ class ModelBackend(Backend):
         g = self.geometry
         return hash_keys(keys, g.hash_seed, g.ways, g.key_width)
 
-    def _rows(self, keys: np.ndarray) -> np.ndarray:
-        return self._rows_of(self._hashes(keys))
+    def _candidates_of(self, hashes: np.ndarray) -> np.ndarray:
+        """Flat slot numbers of every key's candidate slots (§4), (N, ways) int64."""
+        return (hashes & self._row_mask) + self._way_base
 
-    def _rows_of(self, hashes: np.ndarray) -> np.ndarray:
-        return (hashes & np.uint32(self.geometry.rows - 1)).astype(np.int64)
+    def _candidates(self, keys: np.ndarray) -> np.ndarray:
+        return self._candidates_of(self._hashes(keys))
 
-    def _first_copy(self, words: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Flat slot of each key's first copy (§5.1), -1 where it has none."""
+    def _candidate_hits(self, items: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """(N × ways) flat mask: candidate slot holds a valid copy of the key. Only occupied
+        slots are compared, so the work follows the load, not the batch size."""
+        ways = candidates.shape[1]
+        flat = candidates.ravel()
+        hit = self._valid[flat]
+        occupied = np.flatnonzero(hit)
+        hit[occupied] = self._key_items.take(flat[occupied]) == items[occupied // ways]
+        return hit
+
+    def _stash_hits(self, items: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(N, S) mask of copies among the S valid stash slots, and those slots; None if the
+        stash is empty (the usual case: the host moves stash entries out)."""
         g = self.geometry
-        items = self._key_items_of(words)
-        found = np.full(len(words), -1, dtype=np.int64)
-        pending = np.arange(len(words))
-        for way in range(g.ways):
-            if not len(pending):
-                return found
-            slots = way * g.rows + rows[pending, way]
-            hit = self._valid[slots]
-            occupied = np.flatnonzero(hit)
-            hit[occupied] = self._key_items.take(slots[occupied]) == items[pending[occupied]]
-            found[pending[hit]] = slots[hit]
-            pending = pending[~hit]
-        for slot in range(g.way_slots, g.capacity):
-            if not len(pending):
-                break
-            if self._valid[slot]:
-                hit = items[pending] == self._key_items[slot]
-                found[pending[hit]] = slot
+        stash = g.way_slots + np.flatnonzero(self._valid[g.way_slots:])
+        if not len(stash):
+            return None
+        return items[:, None] == self._key_items[stash], stash
+
+    def _first_copy(self, items: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+        """Flat slot of each key's first copy (§5.1), -1 where it has none.
+
+        Flat slot numbers grow with the way and then the stash index, which is §5.1's order
+        of preference: the first copy is the copy with the smallest slot number. Small
+        batches look in every way at once (fewest numpy calls); large ones look for a key
+        only until a way holds it (at high load that saves about half the key compares).
+        """
+        n, ways = candidates.shape
+        none = self.geometry.capacity
+        if n <= SMALL_BATCH:
+            hit = self._candidate_hits(items, candidates).reshape(n, ways)
+            found = np.where(hit, candidates, none).min(axis=1)
+        else:
+            found = np.full(n, none, dtype=np.int64)
+            pending = np.arange(n)
+            for way in range(ways):
+                slots = candidates[pending, way]
+                hit = self._valid[slots]
+                occupied = np.flatnonzero(hit)
+                hit[occupied] = self._key_items.take(slots[occupied]) == items[pending[occupied]]
+                found[pending[hit]] = slots[hit]
                 pending = pending[~hit]
+        missing = np.flatnonzero(found == none)
+        stash = self._stash_hits(items[missing]) if len(missing) else None
+        if stash is not None:
+            found[missing] = np.where(stash[0], stash[1], none).min(axis=1)
+        found[found == none] = -1
         return found
 
-    def _all_copies(self, words: np.ndarray, rows: np.ndarray) -> list[np.ndarray]:
-        """(key index, flat slot) pairs of every copy, as two arrays."""
-        g = self.geometry
-        items = self._key_items_of(words)
-        owners, slots_out = [], []
-        everyone = np.arange(len(words))
-        for way in range(g.ways):
-            slots = way * g.rows + rows[:, way]
-            hit = self._valid[slots]
-            occupied = np.flatnonzero(hit)
-            hit[occupied] = self._key_items.take(slots[occupied]) == items[occupied]
-            owners.append(everyone[hit])
-            slots_out.append(slots[hit])
-        for slot in range(g.way_slots, g.capacity):
-            if self._valid[slot]:
-                hit = items == self._key_items[slot]
-                owners.append(everyone[hit])
-                slots_out.append(np.full(int(hit.sum()), slot, dtype=np.int64))
-        return [np.concatenate(owners), np.concatenate(slots_out)]
+    def _all_copies(self, items: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(batch position, flat slot) of every copy of every key."""
+        hit = np.flatnonzero(self._candidate_hits(items, candidates))
+        owners, slots = hit // self.geometry.ways, candidates.ravel()[hit]
+        stash = self._stash_hits(items)
+        if stash is not None:
+            stash_owners, stash_index = np.nonzero(stash[0])
+            owners = np.concatenate([owners, stash_owners])
+            slots = np.concatenate([slots, stash[1][stash_index]])
+        return owners, slots
 
-    def _first_occurrence(self, keys: np.ndarray, words: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _one_per_slot(owners: np.ndarray, slots: np.ndarray, n: int, last: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Each distinct slot once, with its last (or first) batch position among owners."""
+        if len(slots) < 2:
+            return slots, owners
+        code = slots * n + owners
+        code.sort()
+        slot_of = code // n
+        keep = np.ones(len(code), dtype=bool)
+        if last:
+            np.not_equal(slot_of[1:], slot_of[:-1], out=keep[:-1])
+        else:
+            np.not_equal(slot_of[1:], slot_of[:-1], out=keep[1:])
+        code = code[keep]
+        return code // n, code % n
+
+    def _first_occurrence(self, items: np.ndarray, hashes: np.ndarray) -> np.ndarray:
         """Index of the first occurrence in the batch of each key (the batch's repeats, §7).
 
         Equal keys have equal hashes, so sorting by the full hashes of ways 0 and 1 groups
-        repeats cheaply; the groups are then checked word by word.
+        repeats cheaply; the groups are then checked key by key.
         """
-        n = len(words)
+        n = len(items)
         if n < 2:
             return np.arange(n)
         fingerprint = (hashes[:, 0].astype(np.uint64) << np.uint64(32)) | hashes[:, 1]
@@ -152,13 +196,13 @@ class ModelBackend(Backend):
         sorted_fp = fingerprint[order]
         starts = np.ones(n, dtype=bool)
         starts[1:] = sorted_fp[1:] != sorted_fp[:-1]
+        if starts.all():  # no fingerprint repeats, so no key repeats
+            return np.arange(n)
         group_start = np.maximum.accumulate(np.where(starts, np.arange(n), 0))
         representative = order[group_start]
-        items = self._key_items_of(words)
         if not (items.take(order) == items.take(representative)).all():
             # Two different keys share a fingerprint: settle it exactly (rare, slower).
-            flat = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1]))).ravel()
-            _, first, inverse = np.unique(flat, return_index=True, return_inverse=True)
+            _, first, inverse = np.unique(items, return_index=True, return_inverse=True)
             return first[inverse.ravel()]
         first = np.empty(n, dtype=np.int64)
         first[order] = representative
@@ -166,19 +210,26 @@ class ModelBackend(Backend):
 
     # -- data plane ----------------------------------------------------------------------
     def get_batch(self, keys: np.ndarray) -> GetResult:
-        hit = np.zeros(len(keys), dtype=bool)
-        values = np.zeros((len(keys), self.geometry.value_bytes), dtype=np.uint8)
-        for start in range(0, len(keys), CHUNK):
-            part = keys[start:start + CHUNK]
-            found = self._first_copy(self._key_words(part), self._rows(part))
-            ok = found >= 0
-            hit[start:start + CHUNK] = ok
-            values[start:start + CHUNK][ok] = self._values_out(self._values.take(found[ok], axis=0))
-        hits = int(hit.sum())
-        self._count("lookups", len(keys))
+        n = len(keys)
+        if n <= CHUNK:
+            hit, values = self._get_chunk(keys)
+        else:
+            parts = [self._get_chunk(keys[start:start + CHUNK]) for start in range(0, n, CHUNK)]
+            hit = np.concatenate([p[0] for p in parts])
+            values = np.concatenate([p[1] for p in parts])
+        hits = int(np.count_nonzero(hit))
+        self._count("lookups", n)
         self._count("exact_hits", hits)
-        self._count("misses", len(keys) - hits)
+        self._count("misses", n - hits)
         return GetResult(hit, values)
+
+    def _get_chunk(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        found = self._first_copy(self._key_items_of(keys), self._candidates(keys))
+        hit = found >= 0
+        words = self._values.take(found, axis=0)  # a miss (-1) reads some slot; zeroed below
+        if not hit.all():
+            words[~hit] = 0
+        return hit, self._values_out(words)
 
     def lookup_batch(self, keys: np.ndarray) -> LookupResultBatch:
         n = len(keys)
@@ -188,7 +239,7 @@ class ModelBackend(Backend):
         for start in range(0, n, CHUNK):
             part = keys[start:start + CHUNK]
             words = self._key_words(part)
-            found = self._first_copy(words, self._rows(part))
+            found = self._first_copy(self._key_items_of(part), self._candidates(part))
             ok = found >= 0
             kind[start:start + CHUNK][ok] = MatchKind.EXACT
             values[start:start + CHUNK][ok] = self._values_out(self._values.take(found[ok], axis=0))
@@ -226,10 +277,9 @@ class ModelBackend(Backend):
         """§5.4 for a single key, step by step: a batch of one costs microseconds, not a
         vectorized pass (interactive use, request-at-a-time front-ends)."""
         g = self.geometry
-        item = self._key_items_of(self._key_words(keys))[0]
+        item = self._key_items_of(keys)[0]
         value = self._value_words(values)[0]
-        rows = self._rows(keys)[0]
-        candidates = [way * g.rows + int(rows[way]) for way in range(g.ways)]
+        candidates = self._candidates(keys)[0].tolist()
         copies = [slot for slot in candidates if self._valid[slot] and self._key_items[slot] == item]
         copies += [slot for slot in range(g.way_slots, g.capacity)
                    if self._valid[slot] and self._key_items[slot] == item]
@@ -246,7 +296,7 @@ class ModelBackend(Backend):
             self._count("insert_failures", 1)
             return _FULL
         slot = free[0]
-        self._keys[slot] = self._key_words(keys)[0]
+        self._key_items[slot] = item
         self._values[slot] = value
         self._valid[slot] = True
         self._count("inserts", 1)
@@ -254,81 +304,94 @@ class ModelBackend(Backend):
         return status
 
     def _set_chunk(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
-        g = self.geometry
         n = len(keys)
-        words = self._key_words(keys)
+        items = self._key_items_of(keys)
         value_words = self._value_words(values)
         hashes = self._hashes(keys)
-        rows = self._rows_of(hashes)
-        first = self._first_occurrence(keys, words, hashes)
-        is_first = first == np.arange(n)
-        last = np.zeros(n, dtype=np.int64)
-        np.maximum.at(last, first, np.arange(n))  # last occurrence, stored at the first one
+        candidates = self._candidates_of(hashes)
 
-        # Keys already in the table: every copy takes the value of the last occurrence.
-        uniques = np.flatnonzero(is_first)
-        owners, slots = self._all_copies(words[uniques], rows[uniques])
-        owners = uniques[owners]
-        self._values[slots] = value_words[last[owners]]
+        # Keys already in the table: every copy takes the value of the key's last occurrence.
+        owners, slots = self._all_copies(items, candidates)
         existed = np.zeros(n, dtype=bool)
         existed[owners] = True
+        slots, owners = self._one_per_slot(owners, slots, n, last=True)
+        self._values[slots] = value_words[owners]
 
-        # New keys, way by way, earliest key per free slot (see module docstring).
-        placed = np.full(n, -1, dtype=np.int64)
-        pending = uniques[~existed[uniques]]
-        for way in range(g.ways):
-            if not len(pending):
-                break
-            cand_slots = way * g.rows + rows[pending, way]
-            free = ~self._valid[cand_slots]
-            _, first_pos = np.unique(cand_slots[free], return_index=True)
-            winners = pending[free][first_pos]
-            win_slots = cand_slots[free][first_pos]
-            self._store(win_slots, words[winners], value_words[last[winners]])
-            placed[winners] = win_slots
-            won = np.zeros(n, dtype=bool)
-            won[winners] = True
-            pending = pending[~won[pending]]
-        free_stash = g.way_slots + np.flatnonzero(~self._valid[g.way_slots:])
-        take = min(len(free_stash), len(pending))
-        if take:
-            winners, win_slots = pending[:take], free_stash[:take]
-            self._store(win_slots, words[winners], value_words[last[winners]])
-            placed[winners] = win_slots
-
-        status = np.full(n, SetStatus.FULL, dtype=np.uint8)
-        key_placed = placed[first] >= 0
-        status[key_placed] = SetStatus.UPDATED
-        status[existed[first]] = SetStatus.UPDATED
-        new_here = placed >= 0
-        status[new_here] = np.where(placed[new_here] >= g.way_slots,
-                                    SetStatus.INSERTED_STASH, SetStatus.INSERTED)
-        inserted = int(new_here.sum())
+        status = np.full(n, _UPDATED, dtype=np.uint8)
+        new = np.flatnonzero(~existed)
+        inserted = self._insert(new, items, hashes, candidates, value_words, status) if len(new) else 0
+        failures = int(np.count_nonzero(status == _FULL))
         self._count("inserts", inserted)
-        self._count("updates", int((status == SetStatus.UPDATED).sum()))
-        self._count("insert_failures", int((status == SetStatus.FULL).sum()))
+        self._count("updates", n - inserted - failures)
+        self._count("insert_failures", failures)
         self._count("occupancy", inserted)
         return status
 
-    def _store(self, slots: np.ndarray, key_words: np.ndarray, value_words: np.ndarray) -> None:
-        self._keys[slots] = key_words
+    def _insert(self, new: np.ndarray, items: np.ndarray, hashes: np.ndarray, candidates: np.ndarray,
+                value_words: np.ndarray, status: np.ndarray) -> int:
+        """Place the batch positions `new` (keys with no copy, in batch order) as §5.4 steps
+        2–4 would one after another; writes their status, returns how many keys were placed."""
+        g = self.geometry
+        m = len(new)
+        first = self._first_occurrence(items[new], hashes[new])  # indexes into new
+        unique = np.flatnonzero(first == np.arange(m))
+        last = np.arange(m)
+        if len(unique) < m:
+            np.maximum.at(last, first, np.arange(m))
+        keys_at = new[unique]  # batch position of each distinct new key, in batch order
+        values_at = new[last[unique]]  # the position whose value it ends with
+        cand = candidates[keys_at]
+        placed = np.full(len(unique), -1, dtype=np.int64)
+        pending = np.arange(len(unique))
+        for way in range(g.ways):
+            if not len(pending):
+                break
+            slots = cand[pending, way]
+            free = np.flatnonzero(~self._valid[slots])
+            if not len(free):
+                continue
+            if len(free) > 1:  # the earliest key per free slot
+                order = np.argsort(slots[free], kind="stable")
+                ordered = slots[free][order]
+                keep = np.ones(len(order), dtype=bool)
+                np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+                free = free[order[keep]]
+            winners = pending[free]
+            self._store(slots[free], items[keys_at[winners]], value_words[values_at[winners]])
+            placed[winners] = slots[free]
+            lost = np.ones(len(pending), dtype=bool)
+            lost[free] = False
+            pending = pending[lost]
+        if len(pending):
+            free_stash = g.way_slots + np.flatnonzero(~self._valid[g.way_slots:])
+            take = min(len(free_stash), len(pending))
+            if take:
+                winners = pending[:take]
+                self._store(free_stash[:take], items[keys_at[winners]], value_words[values_at[winners]])
+                placed[winners] = free_stash[:take]
+
+        # First occurrences: where they went; repeats: updates of a placed key, else FULL too.
+        group = np.empty(m, dtype=np.int64)
+        group[unique] = np.arange(len(unique))
+        status[new] = np.where(placed[group[first]] >= 0, _UPDATED, _FULL)
+        status[keys_at] = np.where(placed < 0, _FULL,
+                                   np.where(placed >= g.way_slots, _INSERTED_STASH, _INSERTED))
+        return int(np.count_nonzero(placed >= 0))
+
+    def _store(self, slots: np.ndarray, key_items: np.ndarray, value_words: np.ndarray) -> None:
+        self._key_items[slots] = key_items
         self._values[slots] = value_words
         self._valid[slots] = True
 
     def delete_batch(self, keys: np.ndarray) -> np.ndarray:
-        status = np.empty(len(keys), dtype=np.uint8)
+        status = np.full(len(keys), DelStatus.NOT_FOUND, dtype=np.uint8)
         for start in range(0, len(keys), CHUNK):
             part = keys[start:start + CHUNK]
-            words = self._key_words(part)
-            hashes = self._hashes(part)
-            first = self._first_occurrence(part, words, hashes)
-            uniques = np.flatnonzero(first == np.arange(len(part)))
-            owners, slots = self._all_copies(words[uniques], self._rows_of(hashes)[uniques])
+            owners, slots = self._all_copies(self._key_items_of(part), self._candidates(part))
+            slots, owners = self._one_per_slot(owners, slots, len(part), last=False)
             self._valid[slots] = False
-            chunk_status = np.full(len(part), DelStatus.NOT_FOUND, dtype=np.uint8)
-            chunk_status[uniques[owners]] = DelStatus.DELETED
-            status[start:start + CHUNK] = chunk_status
-            deleted = int((chunk_status == DelStatus.DELETED).sum())
+            status[start + owners] = DelStatus.DELETED  # a key's first occurrence deletes it
+            deleted = int(np.count_nonzero(status[start:start + CHUNK] == DelStatus.DELETED))
             self._count("deletes", deleted)
             self._count("delete_misses", len(part) - deleted)
             self._count("occupancy", -len(slots))
@@ -464,7 +527,7 @@ class ModelBackend(Backend):
     def load_slots(self, numbers: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
         numbers = np.asarray(numbers, dtype=np.int64)
         self._count("occupancy", int((~self._valid[numbers]).sum()))
-        self._store(numbers, self._key_words(keys), self._value_words(values))
+        self._store(numbers, self._key_items_of(keys), self._value_words(values))
 
     def memory_bytes(self) -> int:
         """Bytes held by the table and rule arrays (for the memory benchmark)."""
