@@ -11,6 +11,8 @@ Phases (one simulation, one model):
            the target fraction of WAYS*ROWS+STASH, READ_COUNTER occupancy
   lookups  measured: LOOKUPs of random keys (half present in the table, half fresh), ~10 % SET/DEL
   rules    measured: the same mix with a WRITE_RULE (valid or invalid entry) every RULE_EVERY requests
+  burst    measured (optional): the same with a WRITE_RULE every BURST_EVERY requests, faster than
+           the rule matcher rewrites entries (34 cycles each), so WRITE_RULEs wait for a slot
 Between phases the stream is drained, so every measured window starts with the pipeline empty.
 Results go to $KV_BENCH_OUT as JSON; a mismatch fails the test (and the script).
 """
@@ -376,6 +378,13 @@ async def bench(dut):
     res = await b.run_stream(s2)
     out["rules"] = dict(res, occupancy_after=b.model.read_counter(OCCUPANCY))
     b.log.info("rules: %s", out["rules"])
+
+    if cfg.get("burst_n"):
+        # above the sustainable rule-write rate: WRITE_RULEs wait for a free rule slot
+        s3 = b.mixed_stream(cfg["burst_n"], cfg["update_frac"], target, rule_every=cfg["burst_every"])
+        res = await b.run_stream(s3)
+        out["rules_burst"] = dict(res, occupancy_after=b.model.read_counter(OCCUPANCY))
+        b.log.info("rules above the sustainable rate: %s", out["rules_burst"])
 
     port = b.counters_port()
     assert port == b.model.counters(), (port, b.model.counters())

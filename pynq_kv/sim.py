@@ -180,6 +180,9 @@ def _include_files(sources: Sequence[Path], include_dirs: Sequence[Path]) -> lis
 BASE_FLAGS = (
     "--cc", "--exe", "--build", "-j", "2",
     "--prefix", "Vtop", "-O3", "--x-assign", "fast",
+    # small C++ functions: the rule matcher (kv_rule_match) has RULES * KEY_W/5 shift registers;
+    # Verilator's default 20000-operation functions of them take GCC ~10 GB per job at RULES 256
+    "--output-split-cfuncs", "1000",
     "-Wno-fatal", "-Wno-lint", "-Wno-style",
     "-CFLAGS", "-fPIC", "-LDFLAGS", "-shared", "-LDFLAGS", "-fPIC",
     "-LDFLAGS", "-pthread", "-LDFLAGS", "-Wl,-Bsymbolic",

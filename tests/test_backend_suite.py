@@ -18,6 +18,7 @@ import pytest
 
 from csr_double import CsrDouble
 from pynq_kv import Geometry, KVEngine, Rule, sim
+from pynq_kv import regmap as rm
 from pynq_kv.backend import Backend, RuleEntry
 from pynq_kv.errors import CommandError
 from pynq_kv.mailbox import MailboxBackend, MailboxError, read_geometry
@@ -176,3 +177,73 @@ def test_unencodable_fields_are_refused_on_the_host() -> None:
     with pytest.raises(CommandError, match="does not fit"):
         backend.read_slot(16, 0)
     assert backend.regs.commands == before
+
+
+# The engines reached through the real register map: the RTL's kv_csr + kv_engine, as a board
+# has them (the register double stands in for the mailbox and is not what is under test here).
+RTL_BACKENDS = sorted(name for name in BACKENDS if name != "mailbox-double")
+
+
+def _raw_command(regs, op: int, **fields: int) -> tuple[int, int]:
+    """One mailbox command written register by register (no driver-side checks): write REQ_OP and
+    the given single-word fields, GO, poll DONE. Returns (STATUS, RSP_OP)."""
+    regs.write32(rm.REG_REQ_OP, op)
+    for name, value in fields.items():
+        regs.write32({"entry": rm.REG_REQ_ENTRY, "prio": rm.REG_REQ_PRIO, "index": rm.REG_REQ_INDEX,
+                      "bank": rm.REG_REQ_BANK, "flag": rm.REG_REQ_FLAG}[name], value)
+    regs.write32(rm.REG_CTRL, rm.CTRL_GO)
+    for _ in range(1000):
+        status = regs.read32(rm.REG_STATUS)
+        if status & rm.STATUS_DONE and not status & rm.STATUS_BUSY:
+            return status, regs.read32(rm.REG_RSP_OP)
+    raise AssertionError(f"opcode {op}: the mailbox never finished (STATUS {status:#x})")
+
+
+@pytest.mark.parametrize("name", RTL_BACKENDS)
+def test_malformed_mailbox_commands_are_refused_and_change_nothing(name) -> None:
+    """docs/registers.md: an unknown opcode or an out-of-range rule entry (or counter id, or a
+    priority that does not fit) is answered REFUSED (STATUS.REFUSED, RSP_STATUS 15), counts
+    cmd_errors and changes nothing else; the engine keeps working afterwards."""
+    g = SMALL
+    pair = SideBySide(BACKENDS[name](g))
+    rng = random.Random(4040)
+    random_operations(pair, rng, steps=80)
+    # some state worth protecting: every rule valid and matching everything at one priority
+    # level or another, and LOOKUPs that hit rules (non-zero rule_hit counters)
+    for e in range(g.rules):
+        pair.both("write_rule", e, RuleEntry(True, 0, 0, e, bytes([e + 1]) * g.value_bytes))
+    pair.both("lookup_batch", raw_keys(g, [rng.getrandbits(g.key_width) for _ in range(5)]))
+    pair.check_state()
+    regs = pair.dut.regs
+    before = pair.dut.counters()
+
+    unknown = [op for op in range(1 << rm.REQ_OP_W) if op not in rm.OPCODES.values()]
+    bad = [(op, {}) for op in unknown]
+    bad += [(rm.OP_WRITE_RULE, {"entry": e, "prio": 0, "flag": 1}) for e in (g.rules, (1 << rm.REQ_ENTRY_W) - 1)]
+    bad += [(rm.OP_WRITE_RULE, {"entry": 0, "prio": 1 << g.prio_width, "flag": 1})]
+    bad += [(rm.OP_READ_RULE, {"entry": e}) for e in (g.rules, (1 << rm.REQ_ENTRY_W) - 1)]
+    bad += [(rm.OP_READ_RULE_HITS, {"entry": e}) for e in (g.rules, (1 << rm.REQ_ENTRY_W) - 1)]
+    bad += [(rm.OP_READ_COUNTER, {"index": c}) for c in (rm.NUM_COUNTERS, (1 << rm.REQ_INDEX_W) - 1)]
+    rng.shuffle(bad)
+    for op, fields in bad:
+        status, rsp_op = _raw_command(regs, op, **fields)
+        code = (status & rm.STATUS_RSP_STATUS) >> rm.STATUS_RSP_STATUS_SHIFT
+        assert code == rm.ST_REFUSED and status & rm.STATUS_REFUSED, (op, fields, hex(status))
+        assert not status & rm.STATUS_ERROR, (op, fields, hex(status))  # a refusal, not a bus error
+        assert rsp_op == op
+    pair.dut._written.clear()  # the raw writes above bypassed the driver's register cache
+
+    # nothing changed but cmd_errors, which counted each refusal once
+    after = pair.dut.counters()
+    assert after == {**before, "cmd_errors": before["cmd_errors"] + len(bad)}
+    for _ in bad:  # the same refusals on the reference model, so that the two agree again
+        with pytest.raises(CommandError):
+            pair.ref.read_rule(g.rules)
+    pair.check_state()
+    # a valid command right after a refused one is not reported refused
+    status, _ = _raw_command(regs, rm.OP_READ_RULE, entry=0)
+    assert not status & rm.STATUS_REFUSED and status & rm.STATUS_DONE
+    pair.dut._written.clear()
+    # and the engine keeps working
+    random_operations(pair, rng, steps=80)
+    pair.check_state()

@@ -22,9 +22,10 @@ pynq-kv: one hash bank of the exact table (docs/rtl.md)
  * write still in flight (kv_engine forwarding window), so read-first,
  * write-first and "no change" RAMs all give the same results.
  *
- * Contents start at zero (initial block: an init value for FPGA RAMs) so
- * that simulation never reads X; the engine also clears the table with a
- * sweep after reset.
+ * In simulation the contents start at zero (an initial block, left out when
+ * SYNTHESIS is defined, as Yosys and Vivado do) so that simulation never
+ * reads X; FPGA block RAM and UltraRAM power up as zero, and the engine
+ * clears its table with a sweep after reset anyway.
  */
 module kv_bank_ram #
 (
@@ -66,6 +67,10 @@ reg [WIDTH-1:0] mem [0:(2**ADDR_W)-1];
 reg [WIDTH-1:0] rd_data_reg;
 reg [WIDTH-1:0] rd_data_pipe_reg;
 
+`ifndef SYNTHESIS
+// simulation only: synthesis tools (Yosys and Vivado define SYNTHESIS) would
+// have to unroll this loop (Yosys 0.23 takes minutes for 8K words), and
+// block RAM and UltraRAM power up as zero anyway
 integer i;
 
 initial begin
@@ -75,6 +80,7 @@ initial begin
     rd_data_reg = {WIDTH{1'b0}};
     rd_data_pipe_reg = {WIDTH{1'b0}};
 end
+`endif
 
 always @(posedge clk) begin
     if (wr_en) begin

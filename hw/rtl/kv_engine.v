@@ -24,7 +24,10 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * requests accepted and not yet answered is below RSP_FIFO_DEPTH, so the
  * pipeline never stalls and the response FIFO never overflows.  tready is
  * also low while the table is being cleared (CLEAR_TABLE and after reset: a
- * sweep of ROWS cycles writing every row of every way invalid).
+ * sweep of ROWS cycles writing every row of every way invalid), and, when the
+ * request offered is a WRITE_RULE, while the rule matcher has no free shadow
+ * slot (more than RULE_SLOTS rule writes within about RULE_SLOTS * 34 cycles,
+ * kv_rule_match); no other request ever waits for the rules.
  *
  * Stream layouts, opcodes, status codes and counter ids come from the
  * generated kv_regs.vh (hw/regmap); the initial block checks the widths.
@@ -47,28 +50,36 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *   data64.  Other operations echo nothing.
  *
  * Pipeline (stage s = cycles after the request was registered in stage 0):
- *   0                 request register; rule match (kv_rule_match), which is
- *                     also where WRITE_RULE updates match/mask/prio/valid
+ *   0                 request register; key into the rule matcher
+ *                     (kv_rule_match, hit vector at stage 2), which is also
+ *                     where WRITE_RULE takes effect for the next request
  *   0 .. H            kv_h3_hash, rows at stage H = HASH_STAGES
  *   H+1               per-way address: the key's row, or the control address
  *   A = E-RAM_LAT     bank RAM read (one kv_bank_ram per way)
- *   1 .. V            priority tree (kv_prio_tree), V = 1 + tree latency;
- *                     the rule value RAM is read (winner or READ_RULE entry)
+ *   2 .. V            priority tree (kv_prio_tree), V = 2 + tree latency;
+ *                     the rule RAM (valid, match, mask, prio, value: what
+ *                     READ_RULE returns) is read (winner or READ_RULE entry)
  *                     and written (WRITE_RULE) at V
+ *   E-1               rule hit counter RAM read (the LOOKUP's winner, or
+ *                     the entry of READ_RULE_HITS / WRITE_RULE)
  *   E                 execute: forwarding, compare ways and stash, decide,
- *                     counters, stash and rule hit counters update, response
- *   E+1               way writes presented to the RAMs; response in FIFO
+ *                     counters, stash update, rule hit counter forwarding,
+ *                     response
+ *   E+1               way and rule hit counter writes presented to the RAMs;
+ *                     response in FIFO
  *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2.
  *
  * Hazards: a request reads a way RAM RAM_LAT cycles before it executes, so
  * the writes of the RAM_LAT + 1 requests executed just before it may be
  * missing from what it read.  Those writes are kept (per way: enable, row,
  * word) in a forwarding window; at execute each way takes the newest window
- * write to its row, else the RAM output.  The stash, the counters and the
- * rule hit counters are registers updated at execute; the rule table is
- * updated at stage 0 and the rule values at stage V, where they are also
- * read, so every request sees exactly the state left by the requests ahead
- * of it (engine.md §5).  Nothing ever stalls the pipeline.
+ * write to its row, else the RAM output.  The rule hit counters (a RAM, read
+ * at E-1) have a two-deep window of the same kind, and a per-entry "fresh"
+ * bit that CLEAR_COUNTERS clears (an entry not fresh reads 0).  The stash and
+ * the counters are registers updated at execute; the rule matcher is updated
+ * at stage 0 and the rule RAM at stage V, where it is also read, so every
+ * request sees exactly the state left by the requests ahead of it
+ * (engine.md §5).  Nothing ever stalls the pipeline.
  */
 module kv_engine #
 (
@@ -96,6 +107,9 @@ module kv_engine #
     parameter RAM_LAT = 1,
     // Priority tree compare levels per pipeline stage: >= 1
     parameter TREE_LEVELS_PER_STAGE = 2,
+    // Rule writes the matcher takes while earlier ones are rewritten in the
+    // background (kv_rule_match SLOTS): 1 to 8
+    parameter RULE_SLOTS = 4,
     // Response FIFO depth (also the admission credit): > LATENCY for full
     // throughput, >= 2
     parameter RSP_FIFO_DEPTH = 16,
@@ -226,12 +240,15 @@ localparam ENT_W = 1 + KEY_W + VALUE_W;            // bank word: {valid, key, va
 localparam STASH_N = (STASH > 0) ? STASH : 1;      // array size (unused entry when STASH = 0)
 localparam RULES_N = (RULES > 0) ? RULES : 1;
 localparam RIDX_W = (RULES > 1) ? clog2(RULES) : 1;
+localparam RULES_P = 1 << RIDX_W;                  // RULES rounded up to a power of two
 
 // pipeline
 localparam TREE_LEVELS = (RULES_N > 1) ? clog2(RULES_N) : 1;
 localparam TREE_LAT = (TREE_LEVELS + TREE_LEVELS_PER_STAGE - 1) / TREE_LEVELS_PER_STAGE;
+localparam M_LAT = 2;                               // kv_rule_match latency
 localparam H_ST = HASH_STAGES;                      // rows from the hash unit
-localparam V_ST = 1 + TREE_LAT;                     // tree output, rule value RAM read
+localparam V_ST = M_LAT + TREE_LAT;                 // tree output, rule RAM read
+localparam RULE_W = 1 + 2*KEY_W + PRIO_W + VALUE_W; // rule RAM word: {valid, match, mask, prio, value}
 localparam E_ST = max2(H_ST + 1 + RAM_LAT, V_ST + 2);  // execute
 localparam A_ST = E_ST - RAM_LAT;                   // bank RAM read address
 localparam NST = E_ST + 1;                          // stages 0 .. E
@@ -297,6 +314,10 @@ initial begin
         $error("Error: TREE_LEVELS_PER_STAGE must be at least 1 (instance %m)");
         $finish;
     end
+    if (RULE_SLOTS < 1 || RULE_SLOTS > 8) begin
+        $error("Error: RULE_SLOTS must be 1 to 8 (instance %m)");
+        $finish;
+    end
     if (RSP_FIFO_DEPTH < 2) begin
         $error("Error: RSP_FIFO_DEPTH must be at least 2 (instance %m)");
         $finish;
@@ -321,11 +342,14 @@ reg busy_reg;                      // CLEAR_TABLE accepted / sweep running (also
 reg sweep_reg;                     // sweep writing invalid words into every way
 reg [ROW_BITS-1:0] sweep_row_reg;
 
-wire accept = s_axis_req_tvalid && ready_reg;
+// a WRITE_RULE also waits for a free kv_rule_match slot (all RULE_SLOTS busy
+// only after a burst of rule writes); other requests never wait for rules
+wire in_ready = ready_reg && (rm_wr_ready || s_axis_req_tdata[RQ_OP +: 5] != OP_WRITE_RULE);
+wire accept = s_axis_req_tvalid && in_ready;
 wire rsp_take = m_axis_rsp_tvalid && m_axis_rsp_tready;
 wire [4:0] in_op = s_axis_req_tdata[RQ_OP +: 5];
 
-assign s_axis_req_tready = ready_reg;
+assign s_axis_req_tready = in_ready;
 
 /*
  * Request pipeline registers, stages 0 .. E (flat vectors, stage s at s*W)
@@ -393,31 +417,49 @@ hash_inst (
 );
 
 /*
- * Rules: match at stage 0, priority tree to stage V, value RAM at V
+ * Rules: match from stage 0 (hit vector at M_LAT), priority tree to stage V,
+ * rule RAM (everything READ_RULE returns) at V, hit counter RAM read at E-1
  */
-wire                 rm_rd_valid;
-wire [KEY_W-1:0]     rm_rd_match;
-wire [KEY_W-1:0]     rm_rd_mask;
-wire [PRIO_W-1:0]    rm_rd_prio;
+wire                 rm_wr_ready;      // kv_rule_match takes a WRITE_RULE next cycle
 wire                 tree_valid;
 wire [RIDX_W-1:0]    tree_idx;
 wire [PRIO_W-1:0]    tree_prio;
-reg  [VALUE_W-1:0]   rule_value_q;     // value RAM output, stage V+1
+wire [RULE_W-1:0]    rule_q;           // rule RAM output, stage V+1
+reg                  rule_written_q;   // that entry was written since reset, stage V+1
+wire [63:0]          rh_q;             // rule hit counter RAM output, stage E
 
 wire [4:0]           v_op = p_op[V_ST*5 +: 5];
+wire [RIDX_W-1:0]    v_entry = p_entry[V_ST*12 +: RIDX_W];
 wire                 v_rule_wr = p_valid[V_ST] && v_op == OP_WRITE_RULE &&
                                  rule_write_ok(p_entry[V_ST*12 +: 12], p_prio[V_ST*32 +: 32]);
+wire [RIDX_W-1:0]    v_rd_addr = (v_op == OP_READ_RULE) ? v_entry : tree_idx;
+
+// rule hit counters: the RAM is read at E-1 (the winning entry of a LOOKUP,
+// else the request's entry) and written at E+1 from the write window
+localparam X_ST = E_ST - 1;
+wire [4:0]           x_op = p_op[X_ST*5 +: 5];
+wire [RIDX_W-1:0]    x_rh_addr = (x_op == OP_LOOKUP) ? p_ridx[X_ST*RIDX_W +: RIDX_W] : p_entry[X_ST*12 +: RIDX_W];
+reg  [RULES_P-1:0]   rh_fresh;         // rule_hit[e] is in the RAM (else 0: cleared since)
+reg                  rh_fresh_q;       // fresh bit of the entry read, stage E
+reg  [RIDX_W-1:0]    rh_addr_q;        // entry read, stage E
+// write window: [0] is written to the RAM in this cycle, [1] was in the last
+reg  [1:0]           rhw_en;
+reg  [2*RIDX_W-1:0]  rhw_addr;
+reg  [2*64-1:0]      rhw_data;
 
 generate
     if (RULES > 0) begin : rules
         wire [RULES-1:0] rm_hit;
         wire [RULES*PRIO_W-1:0] rm_prio;
+        wire rm_busy_unused;
+        reg [RULES_P-1:0] written;
 
         kv_rule_match #(
             .KEY_W(KEY_W),
             .RULES(RULES),
             .PRIO_W(PRIO_W),
-            .ENTRY_W(12)
+            .ENTRY_W(RIDX_W),
+            .SLOTS(RULE_SLOTS)
         )
         match_inst (
             .clk(clk),
@@ -426,16 +468,13 @@ generate
             .hit(rm_hit),
             .prio(rm_prio),
             .wr_en(s0_valid && s0_op == OP_WRITE_RULE && rule_write_ok(s0_entry, s0_prio)),
-            .wr_entry(s0_entry),
+            .wr_entry(s0_entry[RIDX_W-1:0]),
             .wr_valid(p_flag[0]),
             .wr_match(s0_key),
             .wr_mask(s0_mask),
             .wr_prio(s0_prio[PRIO_W-1:0]),
-            .rd_entry(s0_entry),
-            .rd_valid(rm_rd_valid),
-            .rd_match(rm_rd_match),
-            .rd_mask(rm_rd_mask),
-            .rd_prio(rm_rd_prio)
+            .wr_ready(rm_wr_ready),
+            .rewrite_busy(rm_busy_unused)
         );
 
         kv_prio_tree #(
@@ -453,33 +492,57 @@ generate
             .out_prio(tree_prio)
         );
 
-        // rule values: written by WRITE_RULE and read at stage V (same stage, so in order)
-        reg [VALUE_W-1:0] value_mem [0:RULES-1];
-        wire [RIDX_W-1:0] v_rd_addr = (v_op == OP_READ_RULE) ? p_entry[V_ST*12 +: RIDX_W] : tree_idx;
-        integer i;
-
-        initial begin
-            for (i = 0; i < RULES; i = i + 1) begin
-                value_mem[i] = {VALUE_W{1'b0}};
-            end
-        end
+        // rule entries as READ_RULE returns them: written by WRITE_RULE and
+        // read at stage V (the same stage, so in request order); `written`
+        // marks entries written since reset (the RAM itself is not reset)
+        kv_bank_ram #(
+            .WIDTH(RULE_W),
+            .ADDR_W(RIDX_W),
+            .RD_LAT(1)
+        )
+        rule_ram_inst (
+            .clk(clk),
+            .wr_en(v_rule_wr),
+            .wr_addr(v_entry),
+            .wr_data({p_flag[V_ST], p_key[V_ST*KEY_W +: KEY_W], p_mask[V_ST*KEY_W +: KEY_W],
+                      p_prio[V_ST*32 +: PRIO_W], p_value[V_ST*VALUE_W +: VALUE_W]}),
+            .rd_addr(v_rd_addr),
+            .rd_data(rule_q)
+        );
 
         always @(posedge clk) begin
+            rule_written_q <= written[v_rd_addr];
             if (v_rule_wr) begin
-                value_mem[p_entry[V_ST*12 +: RIDX_W]] <= p_value[V_ST*VALUE_W +: VALUE_W];
+                written[v_entry] <= 1'b1;
             end
-            rule_value_q <= value_mem[v_rd_addr];
+            if (rst) begin
+                written <= {RULES_P{1'b0}};
+            end
         end
+
+        // rule hit counters (64 bits per entry)
+        kv_bank_ram #(
+            .WIDTH(64),
+            .ADDR_W(RIDX_W),
+            .RD_LAT(1)
+        )
+        hits_ram_inst (
+            .clk(clk),
+            .wr_en(rhw_en[0]),
+            .wr_addr(rhw_addr[0 +: RIDX_W]),
+            .wr_data(rhw_data[0 +: 64]),
+            .rd_addr(x_rh_addr),
+            .rd_data(rh_q)
+        );
     end else begin : no_rules
-        assign rm_rd_valid = 1'b0;
-        assign rm_rd_match = {KEY_W{1'b0}};
-        assign rm_rd_mask = {KEY_W{1'b0}};
-        assign rm_rd_prio = {PRIO_W{1'b0}};
+        assign rm_wr_ready = 1'b1;
         assign tree_valid = 1'b0;
         assign tree_idx = {RIDX_W{1'b0}};
         assign tree_prio = {PRIO_W{1'b0}};
+        assign rule_q = {RULE_W{1'b0}};
+        assign rh_q = 64'd0;
         always @(posedge clk) begin
-            rule_value_q <= {VALUE_W{1'b0}};
+            rule_written_q <= 1'b0;
         end
     end
 endgenerate
@@ -523,7 +586,6 @@ reg [STASH_N*KEY_W-1:0]    st_key;
 reg [STASH_N*VALUE_W-1:0]  st_value;
 reg [NCNT*64-1:0]          counters;
 assign stat_counters = counters;
-reg [RULES_N*64-1:0]       rule_hits;
 
 /*
  * Execute (stage E)
@@ -560,8 +622,12 @@ reg                     occ_set;        // occupancy <= occ_next
 reg [63:0]              occ_next;
 reg                     do_clear_table;
 reg                     do_clear_counters;
-reg                     rh_inc;         // rule_hits[e_ridx] += 1
-reg                     rh_zero;        // rule_hits[e_entry] <= 0
+reg                     rh_inc;         // rule_hit[e_ridx] += 1
+reg                     rh_zero;        // rule_hit[e_entry] <= 0
+reg  [63:0]             rh_base;        // rule_hit[] of the entry read at E-1, forwarded
+reg                     rh_we;          // rule hit counter write (into the window)
+reg  [RIDX_W-1:0]       rh_waddr;
+reg  [63:0]             rh_wdata;
 
 // response fields
 reg [3:0]         r_status;
@@ -693,6 +759,16 @@ always @* begin
     do_clear_counters = 1'b0;
     rh_inc = 1'b0;
     rh_zero = 1'b0;
+
+    // rule hit counter of the entry read at E-1: the newest write still in the
+    // window, else the RAM word if written since the last CLEAR_COUNTERS, else 0
+    rh_base = rh_fresh_q ? rh_q : 64'd0;
+    if (rhw_en[1] && rhw_addr[RIDX_W +: RIDX_W] == rh_addr_q) begin
+        rh_base = rhw_data[64 +: 64];
+    end
+    if (rhw_en[0] && rhw_addr[0 +: RIDX_W] == rh_addr_q) begin
+        rh_base = rhw_data[0 +: 64];
+    end
 
     r_status = ST_OK;
     r_flag = 1'b0;
@@ -854,7 +930,8 @@ always @* begin
         end
         OP_READ_RULE: begin
             if ({1'b0, e_entry} < RULES_C) begin
-                // match/mask/prio/valid were read at stage 0 into key/mask/prio/flag
+                // valid/match/mask/prio/value were read from the rule RAM at
+                // stage V into flag/key/mask/prio/rvalue (zero if never written)
                 r_flag = e_flag;
                 r_entry = e_entry;
                 r_prio = e_prio;
@@ -886,11 +963,7 @@ always @* begin
         end
         OP_READ_RULE_HITS: begin
             if ({1'b0, e_entry} < RULES_C) begin
-                for (i = 0; i < RULES_N; i = i + 1) begin
-                    if (e_entry == i[11:0]) begin
-                        r_data64 = rule_hits[i*64 +: 64];
-                    end
-                end
+                r_data64 = rh_base;
                 r_entry = e_entry;
             end else begin
                 r_status = ST_REFUSED;
@@ -916,6 +989,10 @@ always @* begin
         rh_inc = 1'b0;
         rh_zero = 1'b0;
     end
+
+    rh_we = rh_inc || rh_zero;
+    rh_waddr = rh_inc ? e_ridx : e_entry[RIDX_W-1:0];
+    rh_wdata = rh_zero ? 64'd0 : rh_base + 64'd1;
 end
 
 /*
@@ -1027,14 +1104,6 @@ always @* begin
         p_tag_next[0 +: TAG_W] = s_axis_req_tuser;
     end
 
-    // stage 0 -> 1: READ_RULE takes the entry's valid/match/mask/prio
-    if (s0_op == OP_READ_RULE) begin
-        p_flag_next[1] = rm_rd_valid;
-        p_key_next[KEY_W +: KEY_W] = rm_rd_match;
-        p_mask_next[KEY_W +: KEY_W] = rm_rd_mask;
-        p_prio_next[32 +: 32] = {{(32-PRIO_W){1'b0}}, rm_rd_prio};
-    end
-
     // stage H -> H+1: per-way RAM address (the key's row, or the control address)
     for (pw = 0; pw < WAYS; pw = pw + 1) begin
         if (h_data_op) begin
@@ -1046,11 +1115,19 @@ always @* begin
         end
     end
 
-    // stage V -> V+1: rule result; V+1 -> V+2: rule value
+    // stage V -> V+1: rule result; V+1 -> V+2: rule value (winner of a
+    // LOOKUP), or all of the entry for READ_RULE (zero if never written)
     p_rhit_next[V_ST+1] = tree_valid;
     p_ridx_next[(V_ST+1)*RIDX_W +: RIDX_W] = tree_idx;
     p_rprio_next[(V_ST+1)*PRIO_W +: PRIO_W] = tree_prio;
-    p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_value_q;
+    p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_q[0 +: VALUE_W];
+    if (p_op[(V_ST+1)*5 +: 5] == OP_READ_RULE) begin
+        p_flag_next[V_ST+2] = rule_written_q && rule_q[RULE_W-1];
+        p_key_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W+KEY_W +: KEY_W] : {KEY_W{1'b0}};
+        p_mask_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W +: KEY_W] : {KEY_W{1'b0}};
+        p_prio_next[(V_ST+2)*32 +: 32] = rule_written_q ? {{(32-PRIO_W){1'b0}}, rule_q[VALUE_W +: PRIO_W]} : 32'd0;
+        p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_written_q ? rule_q[0 +: VALUE_W] : {VALUE_W{1'b0}};
+    end
 end
 
 /*
@@ -1142,13 +1219,18 @@ always @(posedge clk) begin
         counters[C_OCCUPANCY*64 +: 64] <= occ_next;
     end
 
-    // rule hit counters
-    for (si = 0; si < RULES_N; si = si + 1) begin
-        if (rh_inc && e_ridx == si[RIDX_W-1:0]) begin
-            rule_hits[si*64 +: 64] <= rule_hits[si*64 +: 64] + 64'd1;
+    // rule hit counters: read at E-1, forwarded at E, written at E+1
+    rh_fresh_q <= rh_fresh[x_rh_addr] && !do_clear_counters;
+    rh_addr_q <= x_rh_addr;
+    rhw_en <= do_clear_counters ? 2'b00 : {rhw_en[0], rh_we};
+    rhw_addr <= {rhw_addr[0 +: RIDX_W], rh_waddr};
+    rhw_data <= {rhw_data[0 +: 64], rh_wdata};
+    for (si = 0; si < RULES_P; si = si + 1) begin
+        if (rh_we && rh_waddr == si[RIDX_W-1:0]) begin
+            rh_fresh[si] <= 1'b1;
         end
-        if ((rh_zero && e_entry == si[11:0]) || do_clear_counters || RULES == 0) begin
-            rule_hits[si*64 +: 64] <= 64'd0;
+        if (do_clear_counters || RULES == 0) begin
+            rh_fresh[si] <= 1'b0;
         end
     end
 
@@ -1171,7 +1253,8 @@ always @(posedge clk) begin
         win_we <= {WIN*WAYS{1'b0}};
         st_valid <= {STASH_N{1'b0}};
         counters <= {NCNT*64{1'b0}};
-        rule_hits <= {RULES_N*64{1'b0}};
+        rh_fresh <= {RULES_P{1'b0}};
+        rhw_en <= 2'b00;
         fifo_wr_ptr <= {FIFO_AW{1'b0}};
         fifo_rd_ptr <= {FIFO_AW{1'b0}};
         fifo_count <= {CNT_W{1'b0}};

@@ -46,7 +46,9 @@ module kv_engine_top #
     // Bank RAM read latency: 1, or 2 for the BRAM output register
     parameter RAM_LAT = 1,
     // Priority tree compare levels per pipeline stage: >= 1
-    parameter TREE_LEVELS_PER_STAGE = 2
+    parameter TREE_LEVELS_PER_STAGE = 2,
+    // Rule writes buffered while earlier ones are rewritten (kv_rule_match SLOTS): 1 to 8
+    parameter RULE_SLOTS = 4
 )
 (
     input  wire                    clk,
@@ -157,6 +159,7 @@ kv_engine #(
     .HASH_STAGES(HASH_STAGES),
     .RAM_LAT(RAM_LAT),
     .TREE_LEVELS_PER_STAGE(TREE_LEVELS_PER_STAGE),
+    .RULE_SLOTS(RULE_SLOTS),
     .NUM_COUNTERS(NUM_COUNTERS)
 )
 engine_inst (

@@ -67,7 +67,7 @@ def dut_params() -> dict:
     """HDL parameters of this run, handed over by the pytest runner (defaults = RTL defaults)."""
     params = {"KEY_W": 288, "VALUE_W": 32, "WAYS": 4, "ROWS": 1024, "STASH": 8, "RULES": 16,
               "PRIO_W": 16, "HASH_SEED": DEFAULT_SEED, "TAG_W": 8, "HASH_STAGES": 2, "RAM_LAT": 1,
-              "TREE_LEVELS_PER_STAGE": 2, "RSP_FIFO_DEPTH": 16}
+              "TREE_LEVELS_PER_STAGE": 2, "RULE_SLOTS": 4, "RSP_FIFO_DEPTH": 16}
     params.update(json.loads(os.environ.get("KV_ENGINE_PARAMS", "{}")))
     return params
 
@@ -77,11 +77,12 @@ def _clog2(n: int) -> int:
 
 
 def latency(p: dict) -> int:
-    """Documented latency of kv_engine (module header): E + 2 cycles."""
+    """Documented latency of kv_engine (module header): E + 2 cycles, E = max(H + 1 + RAM_LAT,
+    V + 2), V = 2 (kv_rule_match) + priority tree stages."""
     rules_n = max(1, p["RULES"])
     levels = _clog2(rules_n) if rules_n > 1 else 1
     tree = -(-levels // p["TREE_LEVELS_PER_STAGE"])
-    e_st = max(p["HASH_STAGES"] + 1 + p["RAM_LAT"], 1 + tree + 2)
+    e_st = max(p["HASH_STAGES"] + 1 + p["RAM_LAT"], 2 + tree + 2)
     return e_st + 2
 
 
@@ -128,6 +129,7 @@ class TB:
         self.checked = 0
         self.latencies: list[tuple[int, bool]] = []  # (latency, sink was ready throughout)
         self.accept_cycles: list[int] = []
+        self.stalls: list[tuple[int, int]] = []  # (cycle, opcode) of requests offered but refused
         self.errors: list[str] = []
         self.idle_prob = 0.0
         self.ready_prob = 1.0
@@ -267,9 +269,6 @@ class TB:
             r = self.model.read_rule(entry)
             exp = {"op": READ_RULE, "flag": int(r.valid), "entry": entry, "prio": r.priority,
                    "key": r.match, "mask": r.mask, "value": int.from_bytes(r.value, "big")}
-            if entry not in self.rules_written:
-                # never written since reset: only `valid = 0` is defined (the value RAM is not reset)
-                exp["value"] = None
         except CommandError:
             exp = {"op": READ_RULE, "status": REFUSED}
         return self._queue(self.pack(READ_RULE, entry=entry), exp, f"READ_RULE {entry}")
@@ -335,6 +334,8 @@ class TB:
                 dut.s_axis_req_tvalid.value = 0
                 if self.idle_prob and self.rng.random() < self.idle_prob:
                     idle = self.rng.randint(1, 3)
+            elif cur is not None:
+                self.stalls.append((self.cycle(), cur[0] & 0x1F))  # offered, not accepted
 
     async def _sink(self) -> None:
         dut = self.dut
@@ -690,6 +691,95 @@ async def run_backpressure(dut):
     await tb.final_check()
 
 
+REWRITE_CYCLES = 34  # kv_rule_match: background rewrite of one rule entry
+
+
+@cocotb.test()
+async def run_rule_rewrites_streaming(dut):
+    """Rule rewrites while LOOKUPs stream back to back: every LOOKUP sees exactly the rules
+    written before it (the background rewrite of the matcher is invisible), READ_RULE and
+    READ_RULE_HITS right after a WRITE_RULE, rewrites of one entry in consecutive cycles."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 5)
+    await tb.reset()
+    if not tb.rules:
+        return
+    rng = tb.rng
+    pool = [tb.random_key() for _ in range(12)]
+    for key in pool[:4]:
+        tb.op_set(key, rng.getrandbits(tb.value_w))  # a few exact hits
+    full = (1 << tb.key_w) - 1
+    # every entry: a rule some pool keys match
+    for e in range(tb.rules):
+        match, mask = tb.random_rule(pool)
+        tb.op_write_rule(e, True, match, mask, rng.randrange(1 << tb.prio_w), rng.getrandbits(tb.value_w))
+    for _ in range(300):
+        r = rng.random()
+        if r < 0.06:  # WRITE_RULE, then at once the things that must see it
+            e = rng.randrange(tb.rules)
+            key = rng.choice(pool)
+            if rng.random() < 0.5:
+                match, mask = key, full  # exact-key rule, the LOOKUP below hits it unless exact
+            else:
+                match, mask = tb.random_rule(pool)
+            prio = rng.randrange(1 << tb.prio_w)
+            tb.op_write_rule(e, rng.random() < 0.85, match, mask, prio, rng.getrandbits(tb.value_w))
+            tb.op_lookup(key)
+            tb.op_read_rule(e)
+            if rng.random() < 0.3:  # the same entry again before its rewrite even started
+                tb.op_write_rule(e, True, 0, 0, prio, rng.getrandbits(tb.value_w))
+                tb.op_lookup(rng.choice(pool))
+                tb.op_read_rule(e)
+            tb.op_read_rule_hits(e)
+        elif r < 0.08:
+            tb.op_read_rule_hits(rng.randrange(tb.rules))
+        else:
+            tb.op_lookup(rng.choice(pool) if rng.random() < 0.9 else tb.random_key())
+    await tb.drain()
+    await tb.final_check()
+    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+
+
+@cocotb.test()
+async def run_rule_slots_exhausted(dut):
+    """More back-to-back WRITE_RULEs than RULE_SLOTS: admission holds the WRITE_RULE that finds
+    no free slot (and so the requests behind it, in order) until a rewrite retires; nothing else
+    is ever refused; rule writes spaced REWRITE_CYCLES apart never wait."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 6)
+    await tb.reset()
+    if not tb.rules:
+        return
+    rng = tb.rng
+    slots = tb.p["RULE_SLOTS"]
+    pool = [tb.random_key() for _ in range(8)]
+    extra = 3
+    for i in range(slots + extra):
+        match, mask = tb.random_rule(pool)
+        tb.op_write_rule(i % tb.rules, True, match, mask, rng.randrange(1 << tb.prio_w), i)
+        tb.op_lookup(rng.choice(pool))  # lookups interleaved: answered with the rules so far
+    for _ in range(REWRITE_CYCLES * 2):
+        tb.op_lookup(rng.choice(pool))
+    await tb.drain()
+    if tb.p["RSP_FIFO_DEPTH"] > tb.latency:  # no credit stalls: every refusal is a rule slot wait
+        refused_ops = {op for _, op in tb.stalls}
+        assert refused_ops == {WRITE_RULE}, f"refused requests other than WRITE_RULE: {refused_ops}"
+        waited = len(tb.stalls)
+        # the (slots+1)-th write waits for the first rewrite to retire, and so on
+        assert 0 < waited <= REWRITE_CYCLES * (extra + 1), waited
+        tb.log.info("WRITE_RULE waited %d cycles in total for a rule slot", waited)
+    # at the sustainable rate nothing waits (once the burst's rewrites are done)
+    await ClockCycles(dut.clk, REWRITE_CYCLES * (slots + extra + 1))
+    tb.stalls.clear()
+    for i in range(6):
+        match, mask = tb.random_rule(pool)
+        tb.op_write_rule(rng.randrange(tb.rules), True, match, mask, 1, i)
+        for _ in range(REWRITE_CYCLES - 1):
+            tb.op_lookup(rng.choice(pool))
+    await tb.drain()
+    if tb.p["RSP_FIFO_DEPTH"] > tb.latency and slots >= 2:
+        assert not tb.stalls, f"requests waited at one rule write per {REWRITE_CYCLES} cycles: {tb.stalls[:5]}"
+    await tb.final_check()
+
+
 # ------------------------------------------------------------------------------------------
 # pytest: build and run the cocotb tests above
 # ------------------------------------------------------------------------------------------
@@ -703,20 +793,20 @@ def _config(key_w, ways, rows, stash, rules, value_w=32, prio_w=4, **extra):
 
 def _config_id(sim: str, p: dict) -> str:
     extra = "".join(f"-{k.lower()}{v}" for k, v in p.items()
-                    if k in ("HASH_STAGES", "RAM_LAT", "TREE_LEVELS_PER_STAGE", "RSP_FIFO_DEPTH"))
+                    if k in ("HASH_STAGES", "RAM_LAT", "TREE_LEVELS_PER_STAGE", "RULE_SLOTS", "RSP_FIFO_DEPTH"))
     return (f"{sim}-k{p['KEY_W']}-v{p['VALUE_W']}-w{p['WAYS']}-r{p['ROWS']}-s{p['STASH']}"
             f"-ru{p['RULES']}-p{p['PRIO_W']}{extra}")
 
 
 # Every key width, WAYS 2..4 (and 8), ROWS 4..16, STASH 0..4, RULES 0..8, both RAM latencies,
-# several tree shapes; Verilator gets one configuration (its build takes ~30 s).
+# several tree shapes, RULE_SLOTS 1..8; Verilator gets one configuration (its build takes ~30 s).
 CONFIGS = [
-    ("icarus", _config(144, 2, 4, 2, 4)),
+    ("icarus", _config(144, 2, 4, 2, 4, RULE_SLOTS=1)),
     ("icarus", _config(288, 3, 8, 0, 0, value_w=64, HASH_STAGES=1)),
     ("icarus", _config(576, 4, 16, 4, 8, prio_w=3, RAM_LAT=2, TREE_LEVELS_PER_STAGE=1)),
-    ("icarus", _config(1152, 2, 8, 1, 3, value_w=96, prio_w=32, HASH_STAGES=3)),
+    ("icarus", _config(1152, 2, 8, 1, 3, value_w=96, prio_w=32, HASH_STAGES=3, RULE_SLOTS=8)),
     ("icarus", _config(144, 8, 2, 3, 1, prio_w=1, RSP_FIFO_DEPTH=4)),
-    ("icarus", _config(288, 2, 16, 0, 7, value_w=512, prio_w=16, TREE_LEVELS_PER_STAGE=3)),
+    ("icarus", _config(288, 2, 16, 0, 7, value_w=512, prio_w=16, TREE_LEVELS_PER_STAGE=3, RULE_SLOTS=2)),
     ("verilator", _config(288, 4, 8, 4, 8, value_w=128, prio_w=8, RAM_LAT=2)),
 ]
 
