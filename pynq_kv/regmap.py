@@ -63,6 +63,15 @@ REG_RSP_VALUE = 0x600
 REG_RSP_VALUE_SIZE = 32
 REG_COUNTER = 0x800
 REG_COUNTER_SIZE = 64
+REG_FE_CTRL = 0x900
+REG_FE_MAC_LO = 0x904
+REG_FE_MAC_HI = 0x908
+REG_FE_IP = 0x90C
+REG_FE_UDP_PORT = 0x910
+REG_FE_DATA_W = 0x914
+REG_FE_NUM_COUNTERS = 0x918
+REG_FE_COUNTER = 0xA00
+REG_FE_COUNTER_SIZE = 64
 
 # register fields: mask, shift and width
 CTRL_GO = 0x1
@@ -164,6 +173,76 @@ COUNTER_NAMES = (
 )
 COUNTER_IDS = {name: index for index, name in enumerate(COUNTER_NAMES)}
 NUM_COUNTERS = len(COUNTER_NAMES)
+
+# front-end counters (FE_COUNTER block), in id order
+FE_CNT_RX_FRAMES = 0
+FE_CNT_RX_UDP_PAYLOADS = 1
+FE_CNT_ARP_REPLIES = 2
+FE_CNT_ICMP_REPLIES = 3
+FE_CNT_DROP_MAC_ERROR = 4
+FE_CNT_DROP_OVERSIZE = 5
+FE_CNT_DROP_RUNT = 6
+FE_CNT_DROP_NOT_FOR_US = 7
+FE_CNT_DROP_ETHERTYPE = 8
+FE_CNT_DROP_ARP = 9
+FE_CNT_DROP_BAD_LENGTH = 10
+FE_CNT_DROP_IP_CHECKSUM = 11
+FE_CNT_DROP_IP_FRAGMENT = 12
+FE_CNT_DROP_IP_PROTO = 13
+FE_CNT_DROP_UDP_PORT = 14
+FE_CNT_DROP_UDP_CHECKSUM = 15
+FE_CNT_DROP_ICMP = 16
+FE_CNT_DROP_FIFO_FULL = 17
+FE_CNT_TX_FRAMES = 18
+FE_CNT_TX_UDP_REPLIES = 19
+FE_CNT_TX_DROP_OVERSIZE = 20
+FE_CNT_RX_DATAGRAMS = 21
+FE_CNT_DROP_SHORT = 22
+FE_CNT_DROP_MULTI_DATAGRAM = 23
+FE_CNT_SERVED = 24
+FE_CNT_REQUESTS_BINARY = 25
+FE_CNT_REQUESTS_TEXT = 26
+FE_CNT_DROP_BAD_MAGIC = 27
+FE_CNT_REQ_TRUNCATED = 28
+FE_CNT_RESPONSES = 29
+FE_CNT_ERRORS = 30
+FE_CNT_TX_DATAGRAMS = 31
+FE_COUNTER_NAMES = (
+    "rx_frames",
+    "rx_udp_payloads",
+    "arp_replies",
+    "icmp_replies",
+    "drop_mac_error",
+    "drop_oversize",
+    "drop_runt",
+    "drop_not_for_us",
+    "drop_ethertype",
+    "drop_arp",
+    "drop_bad_length",
+    "drop_ip_checksum",
+    "drop_ip_fragment",
+    "drop_ip_proto",
+    "drop_udp_port",
+    "drop_udp_checksum",
+    "drop_icmp",
+    "drop_fifo_full",
+    "tx_frames",
+    "tx_udp_replies",
+    "tx_drop_oversize",
+    "rx_datagrams",
+    "drop_short",
+    "drop_multi_datagram",
+    "served",
+    "requests_binary",
+    "requests_text",
+    "drop_bad_magic",
+    "req_truncated",
+    "responses",
+    "errors",
+    "tx_datagrams",
+)
+FE_COUNTER_IDS = {name: index for index, name in enumerate(FE_COUNTER_NAMES)}
+FE_NUM_COUNTERS = len(FE_COUNTER_NAMES)
 
 # request stream tdata (m_axis_req of kv_csr, s_axis_req of kv_engine), fields from bit 0 upward: (name, width), width an int or the parameter it equals
 REQ_FIELDS = (

@@ -154,6 +154,10 @@ def check(src) -> None:
     assert len(set(codes)) == len(codes) and all(0 < c < 32 for c in codes), "opcodes must be unique 1..31"
     assert all(0 <= c < 16 for _, c, _ in status_consts(src)), "status codes are 4 bits"
     assert len(src["counters"]) <= max(r["array"] for r in src["registers"] if r.get("counter")) // 2
+    fe = src.get("fe_counters", [])
+    if fe:
+        assert len({n for n, _ in fe}) == len(fe), "front-end counter names must be unique"
+        assert len(fe) <= next(r["array"] for r in src["registers"] if r.get("fe_counter")) // 2
 
 
 # ------------------------------------------------------------------------------------------
@@ -205,6 +209,12 @@ def gen_verilog(src) -> str:
     for i, (name, _) in enumerate(src["counters"]):
         a(f"localparam KV_CNT_{ident(name)} = {i};")
     a(f"localparam KV_NUM_COUNTERS = {len(src['counters'])};")
+    if src.get("fe_counters"):
+        a("")
+        a("// front-end counter ids (FE_COUNTER block)")
+        for i, (name, _) in enumerate(src["fe_counters"]):
+            a(f"localparam KV_FE_CNT_{ident(name)} = {i};")
+        a(f"localparam KV_FE_NUM_COUNTERS = {len(src['fe_counters'])};")
     for sname, stream in src["streams"].items():
         S = ident(sname)
         a("")
@@ -277,6 +287,14 @@ def gen_python(src) -> str:
     a("COUNTER_NAMES = (" + "".join(f'\n    "{name}",' for name, _ in src["counters"]) + "\n)")
     a("COUNTER_IDS = {name: index for index, name in enumerate(COUNTER_NAMES)}")
     a("NUM_COUNTERS = len(COUNTER_NAMES)")
+    if src.get("fe_counters"):
+        a("")
+        a("# front-end counters (FE_COUNTER block), in id order")
+        for i, (name, _) in enumerate(src["fe_counters"]):
+            a(f"FE_CNT_{ident(name)} = {i}")
+        a("FE_COUNTER_NAMES = (" + "".join(f'\n    "{name}",' for name, _ in src["fe_counters"]) + "\n)")
+        a("FE_COUNTER_IDS = {name: index for index, name in enumerate(FE_COUNTER_NAMES)}")
+        a("FE_NUM_COUNTERS = len(FE_COUNTER_NAMES)")
     for sname, stream in src["streams"].items():
         S = ident(sname)
         a("")
@@ -422,6 +440,17 @@ def gen_markdown(src) -> str:
     base = int(next(r for r in src["registers"] if r.get("counter"))["offset"], 16)
     for i, (name, doc) in enumerate(src["counters"]):
         a(f"| {i} | `{name}` | `0x{base + 8 * i:03X}` / `0x{base + 8 * i + 4:03X}` | {doc} |")
+    if src.get("fe_counters"):
+        a("")
+        a("## Front-end counters")
+        a("")
+        a("The Ethernet/memcached front-end of `kv_top` (docs/frontend_rtl.md, docs/frontend.md §8).")
+        a("")
+        a("| id | name | LO / HI offset | counts |")
+        a("|---|---|---|---|")
+        base = int(next(r for r in src["registers"] if r.get("fe_counter"))["offset"], 16)
+        for i, (name, doc) in enumerate(src["fe_counters"]):
+            a(f"| {i} | `{name}` | `0x{base + 8 * i:03X}` / `0x{base + 8 * i + 4:03X}` | {doc} |")
     for sname, stream in src["streams"].items():
         a("")
         a(f"## {sname} stream")

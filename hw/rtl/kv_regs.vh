@@ -59,6 +59,15 @@ localparam [11:0] KV_REG_RSP_VALUE = 12'h600;
 localparam KV_REG_RSP_VALUE_SIZE = 32;
 localparam [11:0] KV_REG_COUNTER = 12'h800;
 localparam KV_REG_COUNTER_SIZE = 64;
+localparam [11:0] KV_REG_FE_CTRL = 12'h900;
+localparam [11:0] KV_REG_FE_MAC_LO = 12'h904;
+localparam [11:0] KV_REG_FE_MAC_HI = 12'h908;
+localparam [11:0] KV_REG_FE_IP = 12'h90C;
+localparam [11:0] KV_REG_FE_UDP_PORT = 12'h910;
+localparam [11:0] KV_REG_FE_DATA_W = 12'h914;
+localparam [11:0] KV_REG_FE_NUM_COUNTERS = 12'h918;
+localparam [11:0] KV_REG_FE_COUNTER = 12'hA00;
+localparam KV_REG_FE_COUNTER_SIZE = 64;
 
 // register fields: bit position and width
 localparam KV_CTRL_GO = 0;
@@ -129,6 +138,41 @@ localparam KV_CNT_DELETE_MISSES = 8;
 localparam KV_CNT_CMD_ERRORS = 9;
 localparam KV_CNT_OCCUPANCY = 10;
 localparam KV_NUM_COUNTERS = 11;
+
+// front-end counter ids (FE_COUNTER block)
+localparam KV_FE_CNT_RX_FRAMES = 0;
+localparam KV_FE_CNT_RX_UDP_PAYLOADS = 1;
+localparam KV_FE_CNT_ARP_REPLIES = 2;
+localparam KV_FE_CNT_ICMP_REPLIES = 3;
+localparam KV_FE_CNT_DROP_MAC_ERROR = 4;
+localparam KV_FE_CNT_DROP_OVERSIZE = 5;
+localparam KV_FE_CNT_DROP_RUNT = 6;
+localparam KV_FE_CNT_DROP_NOT_FOR_US = 7;
+localparam KV_FE_CNT_DROP_ETHERTYPE = 8;
+localparam KV_FE_CNT_DROP_ARP = 9;
+localparam KV_FE_CNT_DROP_BAD_LENGTH = 10;
+localparam KV_FE_CNT_DROP_IP_CHECKSUM = 11;
+localparam KV_FE_CNT_DROP_IP_FRAGMENT = 12;
+localparam KV_FE_CNT_DROP_IP_PROTO = 13;
+localparam KV_FE_CNT_DROP_UDP_PORT = 14;
+localparam KV_FE_CNT_DROP_UDP_CHECKSUM = 15;
+localparam KV_FE_CNT_DROP_ICMP = 16;
+localparam KV_FE_CNT_DROP_FIFO_FULL = 17;
+localparam KV_FE_CNT_TX_FRAMES = 18;
+localparam KV_FE_CNT_TX_UDP_REPLIES = 19;
+localparam KV_FE_CNT_TX_DROP_OVERSIZE = 20;
+localparam KV_FE_CNT_RX_DATAGRAMS = 21;
+localparam KV_FE_CNT_DROP_SHORT = 22;
+localparam KV_FE_CNT_DROP_MULTI_DATAGRAM = 23;
+localparam KV_FE_CNT_SERVED = 24;
+localparam KV_FE_CNT_REQUESTS_BINARY = 25;
+localparam KV_FE_CNT_REQUESTS_TEXT = 26;
+localparam KV_FE_CNT_DROP_BAD_MAGIC = 27;
+localparam KV_FE_CNT_REQ_TRUNCATED = 28;
+localparam KV_FE_CNT_RESPONSES = 29;
+localparam KV_FE_CNT_ERRORS = 30;
+localparam KV_FE_CNT_TX_DATAGRAMS = 31;
+localparam KV_FE_NUM_COUNTERS = 32;
 
 // request stream tdata (m_axis_req of kv_csr, s_axis_req of kv_engine), fields from bit 0 upward: KV_REQ_<FIELD>_LSB and _W
 localparam KV_REQ_OP_LSB = 0;

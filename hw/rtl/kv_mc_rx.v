@@ -1,0 +1,449 @@
+/*
+
+pynq-kv: memcached front-end request walker
+
+*/
+
+// Language: Verilog 2001
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+/*
+ * Splits the UDP payloads of received datagrams into memcached requests.
+ *
+ * Input: UDP payloads as AXI4-Stream (s_axis_*), bytes packed from lane 0
+ * (byte i of a beat is tdata[8i +: 8]), every beat but the last full, one
+ * datagram per packet (tlast), and the datagram's metadata on s_meta, valid
+ * with the first beat.
+ *
+ * Each datagram starts with the 8-byte memcached UDP frame header (request
+ * id, sequence number, datagram count, reserved).  It is taken straight from
+ * the first beat; {s_meta, request id} goes to m_meta_* (one word per
+ * datagram, in datagram order).  A datagram shorter than 8 bytes, or whose
+ * header is not a single-datagram request (datagram count != 1), gives one
+ * item K_DROP_SHORT / K_DROP_HDR and is discarded (frontend.md §3; the
+ * stat_* pulses count rx_datagrams, drop_short, drop_multi_datagram, served).
+ *
+ * The rest of the datagram is appended to a byte window (W = REQ_BYTES +
+ * BYTES bytes, realigned so the current request starts at byte 0).  The first
+ * byte selects the protocol of the whole datagram: 0x80 (binary request
+ * magic) is binary, anything else is text.
+ *
+ * Binary: one item per request on m_item_*, at most one per clock cycle.  A
+ * request is its 24-byte header plus `total body length` bytes.
+ *   K_BIN   a request of at most REQ_BYTES bytes, whole: m_item_data holds
+ *           it from byte 0 (the bytes after it are whatever follows in the
+ *           datagram: the decoder masks fields by their lengths)
+ *   K_BIG   a longer request: its body is skipped (never stored), the item
+ *           carries its first 32 bytes only (header and 8 bytes of extras)
+ *   K_TRUNC the datagram ended inside a request: m_item_cnt bytes of it were
+ *           present (m_item_data holds them; a K_BIG-sized request reports 24
+ *           and its header); the item is the datagram's last
+ *   K_MAGIC a header whose magic is not 0x80: the item is the datagram's
+ *           last and the rest of the datagram is discarded
+ *   K_EMPTY a datagram with nothing after the frame header
+ * A new request is taken every cycle when the window holds it whole; the
+ * window is refilled by a full beat whenever it has room, so requests of at
+ * most BYTES bytes flow at one per cycle.  m_item_first / m_item_last mark
+ * the first and the last item of a datagram (exactly one of each, possibly
+ * the same item).
+ *
+ * Text: the bytes go one per cycle to m_text_* (m_text_first on a
+ * datagram's first byte, m_text_last on its last).  They are offered only
+ * when no binary item is waiting on m_item_*, and binary items of later
+ * datagrams wait for text_idle, so the text handler's output and the items
+ * keep datagram order.
+ *
+ * A datagram's bytes never share the window with the next datagram's; the
+ * next datagram's first beat is taken in the cycle the current one is
+ * finished, so one-beat datagrams flow at one per cycle.
+ */
+module kv_mc_rx #
+(
+    // Payload stream width in bits: 64, 128, 256 or 512
+    parameter DATA_W = 512,
+    // Longest binary request handled whole, in bytes: >= 32 (the front-end
+    // uses 24 + 8 + KEY_BYTES-1 + VALUE_BYTES-1, a SET of the longest key and value)
+    parameter REQ_BYTES = 98,
+    // Width of the per-datagram metadata carried from s_meta to m_meta: >= 1
+    parameter META_W = 129
+)
+(
+    input  wire                     clk,
+    input  wire                     rst,
+
+    /*
+     * UDP payloads
+     */
+    input  wire [DATA_W-1:0]        s_axis_tdata,
+    input  wire [DATA_W/8-1:0]      s_axis_tkeep,
+    input  wire                     s_axis_tvalid,
+    output wire                     s_axis_tready,
+    input  wire                     s_axis_tlast,
+    input  wire [META_W-1:0]        s_meta,
+
+    /*
+     * Per-datagram metadata and request id, in datagram order
+     */
+    output wire [META_W+15:0]       m_meta_data,
+    output wire                     m_meta_valid,
+    input  wire                     m_meta_ready,
+
+    /*
+     * Binary requests (and per-datagram events)
+     */
+    output wire [2:0]               m_item_kind,
+    output wire                     m_item_first,
+    output wire                     m_item_last,
+    output wire [8*REQ_BYTES-1:0]   m_item_data,
+    output wire [15:0]              m_item_cnt,
+    output wire                     m_item_valid,
+    input  wire                     m_item_ready,
+
+    /*
+     * Text datagrams, one byte per beat
+     */
+    output wire [7:0]               m_text_data,
+    output wire                     m_text_first,
+    output wire                     m_text_last,
+    output wire                     m_text_valid,
+    input  wire                     m_text_ready,
+    input  wire                     text_idle,
+
+    /*
+     * Statistics (one-cycle pulses): datagram taken, and its outcome
+     */
+    output wire                     stat_dgram,
+    output wire                     stat_short,
+    output wire                     stat_multi,
+    output wire                     stat_served
+);
+
+function integer clog2(input integer n);
+    integer v;
+    begin
+        clog2 = 0;
+        v = 1;
+        while (v < n) begin
+            clog2 = clog2 + 1;
+            v = v * 2;
+        end
+    end
+endfunction
+
+localparam BYTES = DATA_W / 8;
+localparam W = REQ_BYTES + BYTES;       // window bytes
+localparam CW = clog2(W + 1);           // window byte count width
+localparam BW = clog2(BYTES + 1);       // beat byte count width
+localparam [32:0] REQ_BYTES33 = 33'd0 + REQ_BYTES;
+localparam [32:0] W33 = 33'd0 + W;
+localparam [32:0] BYTES33 = 33'd0 + BYTES;
+
+// item kinds
+localparam [2:0]
+    K_BIN = 3'd0,
+    K_BIG = 3'd1,
+    K_TRUNC = 3'd2,
+    K_MAGIC = 3'd3,
+    K_EMPTY = 3'd4,
+    K_DROP_SHORT = 3'd5,
+    K_DROP_HDR = 3'd6;
+
+// walker modes
+localparam [2:0]
+    M_NEW = 3'd0,       // datagram started, protocol not known yet (window empty)
+    M_BIN = 3'd1,
+    M_TEXT = 3'd2,
+    M_SKIP = 3'd3,      // skipping the body of a K_BIG request
+    M_DISCARD = 3'd4,   // discarding the rest of the datagram
+    M_DROP = 3'd5;      // emit the K_DROP item, then discard
+
+// check configuration
+initial begin
+    if (DATA_W != 64 && DATA_W != 128 && DATA_W != 256 && DATA_W != 512) begin
+        $error("Error: DATA_W must be 64, 128, 256 or 512 (instance %m)");
+        $finish;
+    end
+    if (REQ_BYTES < 32 || REQ_BYTES > 4096) begin
+        $error("Error: REQ_BYTES must be 32 to 4096 (instance %m)");
+        $finish;
+    end
+    if (META_W < 1) begin
+        $error("Error: META_W must be at least 1 (instance %m)");
+        $finish;
+    end
+end
+
+reg [8*W-1:0] win_reg;   // byte i at [8i +: 8]; bytes >= cnt are zero
+reg [CW-1:0] cnt_reg;
+reg act_reg;                     // a datagram is being walked
+reg tail_reg;                    // ... and its last beat is in the window
+reg first_reg;                   // its first item is still to come
+reg [2:0] mode_reg;
+reg drop_hdr_reg;                // M_DROP: bad frame header (else too short)
+reg [32:0] skip_reg;            // M_SKIP: bytes of the request still to skip
+reg [8*32-1:0] hdr_reg;  // M_SKIP: header and 8 bytes after it
+
+reg [2:0] item_kind_reg;
+reg item_first_reg;
+reg item_last_reg;
+reg [8*REQ_BYTES-1:0] item_data_reg;
+reg [15:0] item_cnt_reg;
+reg item_valid_reg;
+reg stat_dgram_reg;
+reg stat_short_reg;
+reg stat_multi_reg;
+reg stat_served_reg;
+
+assign stat_dgram = stat_dgram_reg;
+assign stat_short = stat_short_reg;
+assign stat_multi = stat_multi_reg;
+assign stat_served = stat_served_reg;
+
+assign m_item_kind = item_kind_reg;
+assign m_item_first = item_first_reg;
+assign m_item_last = item_last_reg;
+assign m_item_data = item_data_reg;
+assign m_item_cnt = item_cnt_reg;
+assign m_item_valid = item_valid_reg;
+
+/*
+ * request header fields at the window start
+ */
+wire [7:0] magic = win_reg[7:0];
+wire [31:0] body_len = {win_reg[8*8 +: 8], win_reg[9*8 +: 8], win_reg[10*8 +: 8], win_reg[11*8 +: 8]};
+wire [32:0] req_len = {1'b0, body_len} + 33'd24;
+wire [32:0] cnt33 = {{(33-CW){1'b0}}, cnt_reg};
+wire have_hdr = cnt33 >= 33'd24;
+wire fits = req_len <= REQ_BYTES33;
+wire have_req = cnt33 >= req_len;
+wire out_free = !item_valid_reg || m_item_ready;
+
+wire [2:0] mode_eff = (mode_reg == M_NEW && cnt_reg != {CW{1'b0}}) ?
+                      (magic == 8'h80 ? M_BIN : M_TEXT) : mode_reg;
+
+/*
+ * what the window does this cycle
+ */
+reg [CW-1:0] consume;
+reg emit;
+reg [2:0] emit_kind;
+reg emit_last;
+reg emit_hdr;              // item data from hdr_reg instead of the window
+reg [15:0] emit_cnt;
+reg done;                  // the datagram is finished this cycle (window empty after)
+reg [2:0] mode_next;
+reg [32:0] skip_next;
+reg load_hdr;
+reg text_valid;
+
+always @* begin
+    consume = {CW{1'b0}};
+    emit = 1'b0;
+    emit_kind = K_BIN;
+    emit_last = 1'b0;
+    emit_hdr = 1'b0;
+    emit_cnt = 16'd0;
+    done = 1'b0;
+    mode_next = mode_eff;
+    skip_next = skip_reg;
+    load_hdr = 1'b0;
+    text_valid = 1'b0;
+    if (act_reg) begin
+        case (mode_eff)
+            M_NEW: begin
+                // window empty: a datagram with no request bytes, once it has ended
+                if (tail_reg && text_idle && out_free) begin
+                    emit = 1'b1;
+                    emit_kind = K_EMPTY;
+                    emit_last = 1'b1;
+                    done = 1'b1;
+                end
+            end
+            M_DROP: begin
+                if (text_idle && out_free) begin
+                    emit = 1'b1;
+                    emit_kind = drop_hdr_reg ? K_DROP_HDR : K_DROP_SHORT;
+                    emit_last = 1'b1;
+                    consume = cnt_reg;
+                    done = tail_reg;
+                    mode_next = M_DISCARD;
+                end
+            end
+            M_BIN: begin
+                if (text_idle && out_free) begin
+                    if (have_hdr && magic != 8'h80) begin
+                        emit = 1'b1;
+                        emit_kind = K_MAGIC;
+                        emit_last = 1'b1;
+                        consume = cnt_reg;
+                        done = tail_reg;
+                        mode_next = M_DISCARD;
+                    end else if (have_hdr && fits && have_req) begin
+                        emit = 1'b1;
+                        emit_kind = K_BIN;
+                        emit_last = tail_reg && cnt33 == req_len;
+                        consume = req_len[CW-1:0];
+                        done = emit_last;
+                    end else if (have_hdr && !fits && cnt33 >= 33'd32) begin
+                        load_hdr = 1'b1;
+                        skip_next = req_len;
+                        mode_next = M_SKIP;
+                    end else if (tail_reg) begin
+                        emit = 1'b1;
+                        emit_kind = K_TRUNC;
+                        emit_last = 1'b1;
+                        emit_cnt = {{(16-CW){1'b0}}, cnt_reg};
+                        consume = cnt_reg;
+                        done = 1'b1;
+                    end
+                end
+            end
+            M_SKIP: begin
+                if (text_idle && out_free) begin
+                    if (skip_reg <= cnt33) begin
+                        emit = 1'b1;
+                        emit_kind = K_BIG;
+                        emit_hdr = 1'b1;
+                        emit_last = tail_reg && skip_reg == cnt33;
+                        consume = skip_reg[CW-1:0];
+                        skip_next = 33'd0;
+                        done = emit_last;
+                        mode_next = M_BIN;
+                    end else begin
+                        consume = cnt_reg;
+                        skip_next = skip_reg - cnt33;
+                        if (tail_reg) begin
+                            emit = 1'b1;
+                            emit_kind = K_TRUNC;
+                            emit_hdr = 1'b1;
+                            emit_last = 1'b1;
+                            emit_cnt = 16'd24;
+                            done = 1'b1;
+                        end
+                    end
+                end
+            end
+            M_TEXT: begin
+                text_valid = cnt_reg != {CW{1'b0}} && !item_valid_reg;
+                if (text_valid && m_text_ready) begin
+                    consume = {{(CW-1){1'b0}}, 1'b1};
+                    done = tail_reg && cnt_reg == {{(CW-1){1'b0}}, 1'b1};
+                end
+            end
+            default: begin // M_DISCARD
+                consume = cnt_reg;
+                done = tail_reg;
+            end
+        endcase
+    end
+end
+
+assign m_text_data = win_reg[7:0];
+assign m_text_first = first_reg;
+assign m_text_last = tail_reg && cnt_reg == {{(CW-1){1'b0}}, 1'b1};
+assign m_text_valid = text_valid;
+
+/*
+ * input side
+ */
+wire [CW-1:0] cnt_after = cnt_reg - consume;
+wire start_ok = !act_reg || done;
+wire cont_ok = act_reg && !tail_reg && ({{(33-CW){1'b0}}, cnt_after} + BYTES33 <= W33);
+wire take_start = s_axis_tvalid && start_ok && m_meta_ready;
+wire take_cont = s_axis_tvalid && cont_ok;
+
+assign s_axis_tready = start_ok ? m_meta_ready : cont_ok;
+assign m_meta_valid = s_axis_tvalid && start_ok;
+
+// bytes of the beat (tkeep is contiguous from lane 0) and its data with dead lanes zeroed
+reg [BW-1:0] in_n;
+reg [DATA_W-1:0] in_data;
+integer i;
+always @* begin
+    in_n = {BW{1'b0}};
+    for (i = 0; i < BYTES; i = i + 1) begin
+        in_n = in_n + {{(BW-1){1'b0}}, s_axis_tkeep[i]};
+        in_data[8*i +: 8] = s_axis_tkeep[i] ? s_axis_tdata[8*i +: 8] : 8'd0;
+    end
+end
+
+// first beat: the frame header is bytes 0..7, the request bytes follow
+wire [DATA_W+63:0] in_ext = {64'd0, in_data};
+wire [DATA_W-1:0] start_data = in_ext[DATA_W+63:64];
+wire short_dgram = in_n < 8;
+wire [15:0] udp_req_id = {in_data[7:0], in_data[15:8]};
+wire [15:0] udp_count = {in_data[39:32], in_data[47:40]};
+
+assign m_meta_data = {s_meta, udp_req_id};
+
+wire [BW-1:0] app_n = take_start ? (short_dgram ? {BW{1'b0}} : in_n - 8) : (take_cont ? in_n : {BW{1'b0}});
+wire [DATA_W-1:0] app_data = take_start ? (short_dgram ? {DATA_W{1'b0}} : start_data) :
+                                          (take_cont ? in_data : {DATA_W{1'b0}});
+wire [8*W-1:0] app_ext = {{(8*W-DATA_W){1'b0}}, app_data};
+
+always @(posedge clk) begin
+    win_reg <= (win_reg >> {consume, 3'b000}) | (app_ext << {cnt_after, 3'b000});
+    cnt_reg <= cnt_after + {{(CW-BW){1'b0}}, app_n};
+    mode_reg <= mode_next;
+    skip_reg <= skip_next;
+    if (load_hdr) begin
+        hdr_reg <= win_reg[8*32-1:0];
+    end
+    if (done) begin
+        act_reg <= 1'b0;
+    end
+    if (emit || (text_valid && m_text_ready)) begin
+        first_reg <= 1'b0;
+    end
+    if (take_cont) begin
+        tail_reg <= s_axis_tlast;
+    end
+    stat_dgram_reg <= take_start;
+    stat_short_reg <= take_start && short_dgram;
+    stat_multi_reg <= take_start && !short_dgram && udp_count != 16'd1;
+    stat_served_reg <= take_start && !short_dgram && udp_count == 16'd1;
+    if (take_start) begin
+        act_reg <= 1'b1;
+        tail_reg <= s_axis_tlast;
+        first_reg <= 1'b1;
+        drop_hdr_reg <= !short_dgram;
+        mode_reg <= (short_dgram || udp_count != 16'd1) ? M_DROP : M_NEW;
+    end
+
+    if (m_item_ready) begin
+        item_valid_reg <= 1'b0;
+    end
+    if (emit) begin
+        item_valid_reg <= 1'b1;
+        item_kind_reg <= emit_kind;
+        item_first_reg <= first_reg;
+        item_last_reg <= emit_last;
+        item_data_reg <= emit_hdr ? {{(8*REQ_BYTES-8*32){1'b0}}, hdr_reg} : win_reg[8*REQ_BYTES-1:0];
+        item_cnt_reg <= emit_cnt;
+    end
+
+    if (rst) begin
+        cnt_reg <= {CW{1'b0}};
+        win_reg <= {8*W{1'b0}};
+        act_reg <= 1'b0;
+        tail_reg <= 1'b0;
+        first_reg <= 1'b0;
+        mode_reg <= M_NEW;
+        skip_reg <= 33'd0;
+        item_valid_reg <= 1'b0;
+        stat_dgram_reg <= 1'b0;
+        stat_short_reg <= 1'b0;
+        stat_multi_reg <= 1'b0;
+        stat_served_reg <= 1'b0;
+    end
+end
+
+// the frame header bytes of in_ext are read from in_data
+wire unused = &{1'b0, in_ext[63:0]};
+
+endmodule
+
+`resetall

@@ -1,0 +1,179 @@
+/*
+
+pynq-kv: testbench top of kv_mc_core (core + arbiter + engine)
+
+*/
+
+// Language: Verilog 2001
+
+`resetall
+`timescale 1ns / 1ps
+`default_nettype none
+
+/*
+ * kv_mc_core on port B of kv_mc_arb in front of a real kv_engine; port A (the
+ * mailbox side in kv_top) is driven by the testbench directly.
+ */
+module tb_kv_mc_core #
+(
+    parameter DATA_W = 64,
+    parameter KEY_W = 144,
+    parameter VALUE_W = 32,
+    parameter WAYS = 2,
+    parameter ROWS = 16,
+    parameter STASH = 2,
+    parameter RULES = 4,
+    parameter PRIO_W = 4,
+    parameter [63:0] HASH_SEED = 64'h70796E712D6B7631,
+    parameter TAG_W = 8,
+    parameter RSP_FIFO_DEPTH = 16,
+    parameter DESC_DEPTH = 32,
+    parameter META_DEPTH = 32,
+    parameter LINE_BYTES = 2048
+)
+(
+    input  wire                      clk,
+    input  wire                      rst,
+
+    input  wire [DATA_W-1:0]         s_axis_pl_tdata,
+    input  wire [DATA_W/8-1:0]       s_axis_pl_tkeep,
+    input  wire                      s_axis_pl_tvalid,
+    output wire                      s_axis_pl_tready,
+    input  wire                      s_axis_pl_tlast,
+    input  wire [128:0]              s_axis_pl_meta,
+
+    output wire [DATA_W-1:0]         m_axis_rpl_tdata,
+    output wire [DATA_W/8-1:0]       m_axis_rpl_tkeep,
+    output wire                      m_axis_rpl_tvalid,
+    input  wire                      m_axis_rpl_tready,
+    output wire                      m_axis_rpl_tlast,
+    output wire [128:0]              m_axis_rpl_meta,
+
+    input  wire [105+2*KEY_W+VALUE_W:0] s_axis_mb_req_tdata,
+    input  wire [TAG_W-1:0]          s_axis_mb_req_tuser,
+    input  wire                      s_axis_mb_req_tvalid,
+    output wire                      s_axis_mb_req_tready,
+    output wire [117+2*KEY_W+VALUE_W:0] m_axis_mb_rsp_tdata,
+    output wire [TAG_W-1:0]          m_axis_mb_rsp_tuser,
+    output wire                      m_axis_mb_rsp_tvalid,
+    input  wire                      m_axis_mb_rsp_tready,
+
+    output wire [11*64-1:0]          counters,
+    output wire [11*64-1:0]          engine_counters
+);
+
+localparam REQ_W = 106 + 2*KEY_W + VALUE_W;
+localparam RSP_W = 118 + 2*KEY_W + VALUE_W;
+
+wire [REQ_W-1:0] fe_req_tdata;
+wire [TAG_W-1:0] fe_req_tuser;
+wire fe_req_tvalid, fe_req_tready;
+wire [RSP_W-1:0] fe_rsp_tdata;
+wire [TAG_W-1:0] fe_rsp_tuser;
+wire fe_rsp_tvalid, fe_rsp_tready;
+wire [REQ_W-1:0] eng_req_tdata;
+wire [TAG_W:0] eng_req_tuser;
+wire eng_req_tvalid, eng_req_tready;
+wire [RSP_W-1:0] eng_rsp_tdata;
+wire [TAG_W:0] eng_rsp_tuser;
+wire eng_rsp_tvalid, eng_rsp_tready;
+
+kv_mc_core #(
+    .DATA_W(DATA_W),
+    .KEY_W(KEY_W),
+    .VALUE_W(VALUE_W),
+    .TAG_W(TAG_W),
+    .DESC_DEPTH(DESC_DEPTH),
+    .META_DEPTH(META_DEPTH),
+    .LINE_BYTES(LINE_BYTES)
+)
+core_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_axis_pl_tdata(s_axis_pl_tdata),
+    .s_axis_pl_tkeep(s_axis_pl_tkeep),
+    .s_axis_pl_tvalid(s_axis_pl_tvalid),
+    .s_axis_pl_tready(s_axis_pl_tready),
+    .s_axis_pl_tlast(s_axis_pl_tlast),
+    .s_axis_pl_meta(s_axis_pl_meta),
+    .m_axis_rpl_tdata(m_axis_rpl_tdata),
+    .m_axis_rpl_tkeep(m_axis_rpl_tkeep),
+    .m_axis_rpl_tvalid(m_axis_rpl_tvalid),
+    .m_axis_rpl_tready(m_axis_rpl_tready),
+    .m_axis_rpl_tlast(m_axis_rpl_tlast),
+    .m_axis_rpl_meta(m_axis_rpl_meta),
+    .m_axis_req_tdata(fe_req_tdata),
+    .m_axis_req_tuser(fe_req_tuser),
+    .m_axis_req_tvalid(fe_req_tvalid),
+    .m_axis_req_tready(fe_req_tready),
+    .s_axis_rsp_tdata(fe_rsp_tdata),
+    .s_axis_rsp_tuser(fe_rsp_tuser),
+    .s_axis_rsp_tvalid(fe_rsp_tvalid),
+    .s_axis_rsp_tready(fe_rsp_tready),
+    .counters_clear(1'b0),
+    .counters(counters)
+);
+
+kv_mc_arb #(
+    .REQ_W(REQ_W),
+    .RSP_W(RSP_W),
+    .TAG_W(TAG_W)
+)
+arb_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_axis_a_req_tdata(s_axis_mb_req_tdata),
+    .s_axis_a_req_tuser(s_axis_mb_req_tuser),
+    .s_axis_a_req_tvalid(s_axis_mb_req_tvalid),
+    .s_axis_a_req_tready(s_axis_mb_req_tready),
+    .m_axis_a_rsp_tdata(m_axis_mb_rsp_tdata),
+    .m_axis_a_rsp_tuser(m_axis_mb_rsp_tuser),
+    .m_axis_a_rsp_tvalid(m_axis_mb_rsp_tvalid),
+    .m_axis_a_rsp_tready(m_axis_mb_rsp_tready),
+    .s_axis_b_req_tdata(fe_req_tdata),
+    .s_axis_b_req_tuser(fe_req_tuser),
+    .s_axis_b_req_tvalid(fe_req_tvalid),
+    .s_axis_b_req_tready(fe_req_tready),
+    .m_axis_b_rsp_tdata(fe_rsp_tdata),
+    .m_axis_b_rsp_tuser(fe_rsp_tuser),
+    .m_axis_b_rsp_tvalid(fe_rsp_tvalid),
+    .m_axis_b_rsp_tready(fe_rsp_tready),
+    .m_axis_req_tdata(eng_req_tdata),
+    .m_axis_req_tuser(eng_req_tuser),
+    .m_axis_req_tvalid(eng_req_tvalid),
+    .m_axis_req_tready(eng_req_tready),
+    .s_axis_rsp_tdata(eng_rsp_tdata),
+    .s_axis_rsp_tuser(eng_rsp_tuser),
+    .s_axis_rsp_tvalid(eng_rsp_tvalid),
+    .s_axis_rsp_tready(eng_rsp_tready)
+);
+
+kv_engine #(
+    .KEY_W(KEY_W),
+    .VALUE_W(VALUE_W),
+    .WAYS(WAYS),
+    .ROWS(ROWS),
+    .STASH(STASH),
+    .RULES(RULES),
+    .PRIO_W(PRIO_W),
+    .HASH_SEED(HASH_SEED),
+    .TAG_W(TAG_W + 1),
+    .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH)
+)
+engine_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_axis_req_tdata(eng_req_tdata),
+    .s_axis_req_tvalid(eng_req_tvalid),
+    .s_axis_req_tready(eng_req_tready),
+    .s_axis_req_tuser(eng_req_tuser),
+    .m_axis_rsp_tdata(eng_rsp_tdata),
+    .m_axis_rsp_tvalid(eng_rsp_tvalid),
+    .m_axis_rsp_tready(eng_rsp_tready),
+    .m_axis_rsp_tuser(eng_rsp_tuser),
+    .stat_counters(engine_counters)
+);
+
+endmodule
+
+`resetall
