@@ -117,13 +117,13 @@ def memcached() -> Iterator[Peer]:
 
 
 class ServerThread:
-    """The software server (start_udp_server) on an event loop of its own thread."""
+    """A UDP front-end (the software server, or the virtual board's bridge) on its own loop."""
 
-    def __init__(self, engine_factory) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, engine_factory, starter=start_udp_server) -> None:  # type: ignore[no-untyped-def]
         self.appliance = Appliance(engine_factory)
         self.loop = asyncio.new_event_loop()
         self.server: UdpServer = self.loop.run_until_complete(
-            start_udp_server(self.appliance, "127.0.0.1", 0))
+            starter(self.appliance, "127.0.0.1", 0))
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
 

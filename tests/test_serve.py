@@ -29,13 +29,14 @@ STARTUP_TIMEOUT = 60.0
 class Served:
     """A running `pynq-kv serve` and the ports it printed."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str],
+                 startup_timeout: float = STARTUP_TIMEOUT) -> None:
         cmd = [sys.executable, "-m", "pynq_kv", *args]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, env=env)
         self.lines: list[str] = []
         self.ports: dict[str, int] = {}
-        deadline = time.monotonic() + STARTUP_TIMEOUT
+        deadline = time.monotonic() + startup_timeout
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
@@ -203,3 +204,35 @@ def test_resp_limits_from_flags_and_config_file(env: dict[str, str], tmp_path: P
         assert resp(port, set_k % (16, b"v" * 16)) == b"+OK\r\n"
     finally:
         assert server.stop() and server.proc.returncode == 0
+
+
+# the virtual board's geometry of tests/test_net_board.py: its Verilated kv_top is then cached
+BOARD_ARGS = ["--key-width", "288", "--value-width", "256", "--ways", "4", "--rows", "1024",
+              "--stash", "8", "--rules", "16"]
+
+
+def test_rtl_backend_with_udp_serves_the_virtual_board(env: dict[str, str], tmp_path: Path) -> None:
+    """`serve --backend rtl --udp-port P`: UDP datagrams reach the Verilated kv_top's Ethernet
+    port, and RESP writes go through its AXI4-Lite mailbox into the same RTL tables."""
+    from pynq_kv.geometry import Geometry
+    from pynq_kv.net.board import board_library
+
+    board_library(Geometry(key_width=288, value_width=256, ways=4, rows=1024, stash=8, rules=16))
+    server = Served(["--backend", "rtl", *BOARD_ARGS, "--state", str(tmp_path / "rtl.npz"),
+                     "serve", "--resp-port", "0", "--udp-port", "0", "--disable", "admin"],
+                    env, startup_timeout=300)
+    try:
+        text = "".join(server.lines)
+        assert "backend=rtl" in text and "virtual board" in text
+        assert resp(server.ports["resp"], b"SET alpha one\r\n") == b"+OK\r\n"
+        reply = memcached_udp(server.ports["udp"], 0x00, b"alpha")
+        _, opcode, _, extlen, _, status, total = struct.unpack(">BBHBBHI", reply[:12])
+        assert (opcode, status) == (0x00, 0) and reply[24 + extlen:24 + total] == b"one"
+        reply = memcached_udp(server.ports["udp"], 0x01, b"beta", struct.pack(">II", 0, 0), b"two")
+        assert struct.unpack(">BBHBBH", reply[:8])[5] == 0  # SET stored by the RTL front-end
+        assert resp(server.ports["resp"], b"GET beta\r\n", 2) == b"$3\r\ntwo\r\n"
+        reply = memcached_udp(server.ports["udp"], 0x00, b"missing")
+        assert struct.unpack(">BBHBBH", reply[:8])[5] == 1  # key not found
+    finally:
+        log = server.stop()
+    assert server.proc.returncode == 0, log

@@ -415,7 +415,7 @@ class _Protocol(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: Any) -> None:
         server = self.server
         try:
-            replies = handle_datagram(server.appliance.engine, data, server.counters)
+            replies = server.handle(data, addr)
         except Exception:  # a backend failure must not stop the front-end serving others
             server.counters["internal_errors"] += 1
             log.exception("memcached/UDP: datagram from %s failed", addr)
@@ -442,6 +442,10 @@ class UdpServer:
         assert self._transport is not None
         return int(self._transport.get_extra_info("sockname")[1])
 
+    def handle(self, data: bytes, addr: Any) -> list[bytes]:
+        """The reply datagrams for one request datagram from addr (the software data plane)."""
+        return handle_datagram(self.appliance.engine, data, self.counters)
+
     def stats(self) -> dict[str, int]:
         """The counters of frontend.md §8 this layer keeps, plus internal_errors."""
         out = {name: self.counters[name] for name in DATAGRAM_COUNTERS}
@@ -455,9 +459,13 @@ class UdpServer:
             self._transport = None
 
 
-async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1",
-                           port: int = 11211) -> UdpServer:
-    """Serve memcached binary + text over UDP on host:port (port 0 picks a free one)."""
+async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1", port: int = 11211, *,
+                           server_class: type[UdpServer] = UdpServer) -> UdpServer:
+    """Serve memcached binary + text over UDP on host:port (port 0 picks a free one).
+
+    server_class decides who answers: UdpServer runs the protocol in software; the virtual
+    board's bridge (pynq_kv.net.board) hands each datagram to the Verilated kv_top instead.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
@@ -466,7 +474,7 @@ async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1",
     except OSError:
         sock.close()
         raise
-    server = UdpServer(appliance)
+    server = server_class(appliance)
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(server), sock=sock)
     server._transport = transport  # type: ignore[assignment]

@@ -48,12 +48,21 @@ class Running:
         self.appliance.close()
 
 
+def uses_virtual_board(config: ServeConfig) -> bool:
+    """The rtl backend with the UDP data plane runs the whole kv_top: the virtual board."""
+    return config.backend == "rtl" and config.enabled("udp")
+
+
 def make_appliance(config: ServeConfig) -> Appliance:
     """The engine the config describes, restored from the state file when it exists."""
     geometry = config.make_geometry()
     layout = config.make_layout(geometry.key_width)
 
     def factory() -> KVEngine:
+        if uses_virtual_board(config):
+            from ..net.board import board_engine
+
+            return board_engine(geometry, value_kind=config.value_kind)
         return KVEngine(config.backend, geometry, value_kind=config.value_kind)
 
     return Appliance(factory, layout=layout, state_path=config.state)
@@ -123,7 +132,10 @@ async def _start_resp(running: Running, config: ServeConfig) -> None:
 
 
 async def _start_udp(running: Running, config: ServeConfig) -> None:
-    from ..net.server import start_udp_server
+    if uses_virtual_board(config):
+        from ..net.board import start_board_bridge as start_udp_server
+    else:
+        from ..net.server import start_udp_server
 
     server = await start_udp_server(running.appliance, config.bind, config.udp_port)
     running.closers.append(server.close)
@@ -158,8 +170,11 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
         f"stash={g.stash} rules={g.rules} (capacity {g.capacity}, {occ.used} entries loaded"
         + (f" from {config.state}" if config.state else "") + ")",
     ]
+    udp_label = ("memcached (binary + text) on udp://{}:{}, bridged to the virtual board's "
+                 "Ethernet port (Verilated kv_top)" if uses_virtual_board(config)
+                 else "memcached (binary + text) on udp://{}:{}")
     labels = {"resp": "Redis (RESP2/RESP3) on tcp://{}:{}",
-              "udp": "memcached (binary + text) on udp://{}:{}",
+              "udp": udp_label,
               "admin": "admin API on http://{}:{}/ (OpenAPI docs at /docs, metrics at /metrics)"}
     for name, template in labels.items():
         if name in running.addresses:

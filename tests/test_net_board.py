@@ -1,0 +1,207 @@
+"""The virtual board: the Verilated kv_top answering memcached datagrams through its Ethernet port.
+
+- bit-exact against the reference model (`handle_datagram` on the model backend, relocation off
+  as the RTL data plane has none): every reply payload and the datagram-layer counters, for
+  random binary, text and malformed datagrams;
+- the board's frame counters account for every frame;
+- host writes through the registers (KVEngine on the board's mailbox) are what the wire reads;
+- the same differential tests as the software server against a real `memcached -U`, and a
+  bounded `memcaslap -U` load with zero errors, through the UDP bridge.
+
+One kv_top build (288-bit keys, 256-bit values, 4 x 1024 rows, 16 rules, 64-bit MAC) serves the
+module; it is cached like every Verilator build (a first build takes a few minutes).
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from collections import Counter
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from pynq_kv import regmap as rm
+from pynq_kv.engine import KVEngine
+from pynq_kv.geometry import Geometry
+from pynq_kv.net import codec
+from pynq_kv.net.board import BoardBackend, VirtualBoard, board_engine, start_board_bridge
+from pynq_kv.net.server import DATAGRAM_COUNTERS, handle_datagram
+from pynq_kv.rules import Rule
+from test_net_memcached import (  # noqa: F401  (memcached is a fixture)
+    Peer,
+    ServerThread,
+    assert_clean_run,
+    assert_same_binary,
+    assert_same_text,
+    bin_datagram,
+    fresh,
+    memcached,
+    memcaslap,
+    needs_memcaslap,
+    write_config,
+)
+
+BOARD_GEOMETRY = Geometry(key_width=288, value_width=256, ways=4, rows=1024, stash=8, rules=16)
+SETX = struct.pack(">II", 0, 0)
+
+
+@pytest.fixture(scope="module")
+def board_and_model() -> Iterator[tuple[VirtualBoard, KVEngine]]:
+    engine = board_engine(BOARD_GEOMETRY)
+    assert isinstance(engine.backend, BoardBackend)
+    model = KVEngine("model", BOARD_GEOMETRY, relocation=False)
+    yield engine.backend.board, model
+    engine.close()
+
+
+def _datagram(rng: random.Random, keys: list[bytes]) -> bytes:
+    """A request datagram: binary requests (some malformed), or a text command block."""
+    rid = struct.pack(">HHHH", rng.randrange(1 << 16), 0, 1, 0)
+    if rng.random() < 0.2:
+        key = rng.choice(keys)
+        commands = [b"get %s %s\r\n" % (key, rng.choice(keys)), b"delete %s\r\n" % key,
+                    b"set %s 0 0 %d\r\n%s\r\n" % (key, 3, b"xyz"), b"bogus\r\n",
+                    b"set %s 0 0 40\r\n%s\r\n" % (key, b"v" * 40), b"version\r\n"]
+        return rid + b"".join(rng.sample(commands, rng.randint(1, 3)))
+    Op = codec.Opcode
+    parts = []
+    for i in range(rng.randint(1, 8)):
+        key = rng.choice(keys)
+        pick = rng.random()
+        if pick < 0.35:
+            parts.append(codec.get_request(key, opcode=rng.choice([Op.GET, Op.GETQ, Op.GETK, Op.GETKQ]),
+                                           opaque=i).encode())
+        elif pick < 0.6:
+            value = bytes(rng.randrange(256) for _ in range(rng.choice([0, 3, 31, 32])))
+            parts.append(codec.Request(Op.SETQ if rng.random() < 0.3 else Op.SET, key=key,
+                                       extras=SETX, value=value, opaque=i).encode())
+        elif pick < 0.75:
+            parts.append(codec.delete_request(key, quiet=rng.random() < 0.3).encode())
+        elif pick < 0.85:
+            parts.append(codec.Request(Op(0xC0), key=key, opaque=i).encode())  # MATCH
+        elif pick < 0.9:
+            parts.append(codec.Request(Op.NOOP, opaque=i).encode())
+        elif pick < 0.95:
+            parts.append(bytes([0x80, 0x42]) + bytes(22))  # unknown opcode
+        else:
+            cut = codec.get_request(key).encode()
+            parts.append(cut[:rng.randrange(1, len(cut))])  # truncated: ends the datagram
+            break
+    return rid + b"".join(parts)
+
+
+def test_board_replies_are_the_reference_models(board_and_model) -> None:
+    board, model = board_and_model
+    rng = random.Random(20261122)
+    keys = [b"k%d" % i for i in range(12)] + [b"x" * 35, b"y" * 36]  # 36 bytes: too long
+    before = board.counters()
+    ours: Counter = Counter()
+    for n in range(300):
+        payload = _datagram(rng, keys)
+        expected = handle_datagram(model, payload, ours)
+        got = board.exchange(payload, 40000 + n % 100)
+        assert got == expected, (n, payload)
+    after = board.counters()
+    delta = {name: after[name] - before[name] for name in after}
+    for name in DATAGRAM_COUNTERS:
+        assert delta[name] == ours[name], name
+    assert delta["rx_frames"] == delta["rx_udp_payloads"] == 300
+    assert delta["tx_udp_replies"] == delta["tx_datagrams"] == ours["tx_datagrams"]
+    assert board.unexpected_frames == 0
+
+
+def test_host_writes_are_what_the_wire_reads(board_and_model) -> None:
+    board, _ = board_and_model
+    engine = KVEngine(_borrowed_backend(board), relocation=False)
+    engine.set(b"from-host", b"hello")
+    rule_id = engine.add_rule(Rule.ternary(int.from_bytes(b"\x05rule-", "big") << (8 * 30),
+                                           (1 << 288) - (1 << (8 * 30)), 9, b"by-rule"))
+    hdr = struct.pack(">HHHH", 77, 0, 1, 0)
+    reply = board.exchange(hdr + codec.get_request(b"from-host").encode(), 5000)
+    (response,) = codec.parse_responses(reply[0][8:])
+    assert response.status == 0 and response.value == b"hello"
+    reply = board.exchange(hdr + codec.Request(codec.Opcode(0xC0), key=b"rule-").encode(), 5000)
+    (response,) = codec.parse_responses(reply[0][8:])
+    assert response.status == 0 and response.value == b"by-rule"
+    assert response.extras[0] == 2 and int.from_bytes(response.extras[4:], "big") in engine.rule_entries(rule_id)
+    board.exchange(hdr + codec.Request(codec.Opcode.SET, key=b"from-wire", extras=SETX,
+                                       value=b"world").encode(), 5000)
+    assert engine.get(b"from-wire") == b"world"
+    engine.delete(b"from-wire")
+    engine.delete(b"from-host")
+    engine.remove_rule(rule_id)
+
+
+def _borrowed_backend(board: VirtualBoard):  # type: ignore[no-untyped-def]
+    """A mailbox backend on the board's registers that does not close the board."""
+    from pynq_kv.mailbox import MailboxBackend
+
+    return MailboxBackend(board.device, name="rtl")
+
+
+# -- through the UDP bridge: the same checks as the software server ---------------------------
+
+
+@pytest.fixture(scope="module")
+def board_peer() -> Iterator[Peer]:
+    running = ServerThread(lambda: board_engine(BOARD_GEOMETRY), starter=start_board_bridge)
+    peer = Peer("pynq-kv board", running.server.port)
+    yield peer
+    peer.close()
+    stats = running.stats()
+    running.close()
+    assert stats["bridge"]["internal_errors"] == 0
+    board = stats["board"]
+    outcomes = sum(v for k, v in board.items() if k.startswith("drop_")) - sum(
+        board[k] for k in ("drop_short", "drop_multi_datagram", "drop_bad_magic"))
+    assert board["rx_frames"] == board["rx_udp_payloads"] + board["arp_replies"] + \
+        board["icmp_replies"] + outcomes
+
+
+def test_get_set_delete_noop_like_memcached(memcached: Peer, board_peer: Peer) -> None:
+    key = fresh(b"board")
+    Op = codec.Opcode
+    out = assert_same_binary(memcached, board_peer, bin_datagram(
+        codec.get_request(key), codec.set_request(key, b"v1"), codec.get_request(key, opcode=Op.GETK),
+        codec.delete_request(key), codec.delete_request(key), codec.Request(Op.NOOP, opaque=5)))
+    assert [r.status for r in out] == [1, 0, 0, 0, 1, 0, 0]
+
+
+def test_quiet_multi_get_like_memcached(memcached: Peer, board_peer: Peer) -> None:
+    keys = [fresh(b"mg") for _ in range(6)]
+    Op = codec.Opcode
+    assert_same_binary(memcached, board_peer, bin_datagram(
+        *(codec.set_request(k, b"val-%d" % i, quiet=True) for i, k in enumerate(keys[::2]))))
+    out = assert_same_binary(memcached, board_peer, bin_datagram(
+        *(codec.get_request(k, opcode=Op.GETKQ, opaque=i) for i, k in enumerate(keys))))
+    assert [r.key for r in out[:-1]] == keys[::2]
+
+
+def test_text_subset_like_memcached(memcached: Peer, board_peer: Peer) -> None:
+    a, b = fresh(b"ta"), fresh(b"tb")
+    out = assert_same_text(memcached, board_peer, b"".join([
+        b"set %s 0 0 3\r\nabc\r\n" % a, b"get %s %s\r\n" % (a, b), b"delete %s\r\n" % a,
+        b"delete %s\r\n" % a, b"set %s 0 0 2 noreply\r\nzz\r\n" % b, b"get %s\r\n" % b]))
+    assert out.count(b"VALUE") == 2
+
+
+@needs_memcaslap
+def test_memcaslap_against_the_virtual_board(tmp_path: Path) -> None:
+    running = ServerThread(lambda: board_engine(BOARD_GEOMETRY), starter=start_board_bridge)
+    try:
+        stats, other = memcaslap(running.server.port, write_config(tmp_path / "cfg", 31), 2000)
+        assert_clean_run(stats, other, 2000)
+        served = running.stats()
+        assert served["bridge"]["internal_errors"] == 0
+        board = served["board"]
+        assert board["errors"] == 0 and board["req_truncated"] == 0
+        assert board["requests_text"] == board["served"] == board["rx_datagrams"] >= 2000
+        assert running.appliance.engine.stats()["misses"] == 0
+    finally:
+        running.close()
+
+
+def test_the_board_counts_what_the_software_server_counts() -> None:
+    assert set(DATAGRAM_COUNTERS) <= set(rm.FE_COUNTER_NAMES)
