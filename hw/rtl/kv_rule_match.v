@@ -26,8 +26,10 @@ pynq-kv: ternary (wildcard) rule matcher, SRL/LUT-RAM based (docs/engine.md §5.
  * ((a & mask_c) == match_c), so reading it at the key's chunk value tells
  * whether the chunk matches, and hit[e] is the AND over the chunks (and the
  * entry's valid bit).  The lookup needs no comparator per entry: the SRL
- * read and a 6-input AND per 6 chunks in the first cycle, the rest of the
- * AND tree and the shadow selection (below) in the second.
+ * reads and their AND in the first cycle (written as the carry out of an
+ * increment, so the AND is a carry chain fed directly by the shift
+ * registers, not a tree of LUTs), the valid bit and the shadow selection
+ * (below) in the second.
  *
  * Rewriting an entry means shifting 32 new bits into each of its CHUNKS
  * shift registers (all chunks in parallel, one bit per clock).  That runs in
@@ -117,7 +119,6 @@ endfunction
 
 localparam CHUNKS = (KEY_W + 4) / 5;               // 5-bit key chunks, one SRL each
 localparam PAD_W = CHUNKS * 5;                     // key width padded to whole chunks
-localparam GROUPS = (CHUNKS + 5) / 6;              // 6-chunk AND groups (first cycle)
 localparam CMP_GB = 12;                            // key bits per partial compare of a slot
 localparam CMP_G = KEY_W / CMP_GB;                 // partial compares per slot (every KEY_W is a multiple of 12)
 localparam SLOT_W = (SLOTS > 1) ? clog2(SLOTS) : 1;
@@ -232,16 +233,19 @@ end
 
 /*
  * Match table: one 32-bit shift register per (entry, chunk), read at the
- * key's chunk; first cycle: SRL read and 6-chunk ANDs, registered
+ * key's chunk; first cycle: SRL read and the AND of all chunks, registered
  */
 wire [PAD_W-1:0] key_pad = {{(PAD_W-KEY_W){1'b0}}, lookup_key};
-reg [RULES*GROUPS-1:0] grp_reg;
+reg [RULES-1:0] all_reg;
 
 genvar gr, gc, gs;
 
 generate
     for (gr = 0; gr < RULES; gr = gr + 1) begin : entry
-        wire [GROUPS*6-1:0] q;
+        wire [CHUNKS-1:0] q;
+        // AND of all chunks as the carry out of {0, q, 1} + 1: a carry chain
+        // (CARRY8) fed straight by the shift registers, no LUT per chunk group
+        wire [CHUNKS+1:0] q_sum = {1'b0, q, 1'b1} + {{(CHUNKS+1){1'b0}}, 1'b1};
 
         for (gc = 0; gc < CHUNKS; gc = gc + 1) begin : chunk
             reg [31:0] sr;
@@ -259,14 +263,8 @@ generate
             assign q[gc] = sr[key_pad[gc*5 +: 5]];
         end
 
-        if (GROUPS*6 > CHUNKS) begin : pad
-            assign q[GROUPS*6-1:CHUNKS] = {(GROUPS*6-CHUNKS){1'b1}};
-        end
-
-        for (gc = 0; gc < GROUPS; gc = gc + 1) begin : grp
-            always @(posedge clk) begin
-                grp_reg[gr*GROUPS + gc] <= &q[gc*6 +: 6];
-            end
+        always @(posedge clk) begin
+            all_reg[gr] <= q_sum[CHUNKS+1];
         end
     end
 endgenerate
@@ -306,7 +304,7 @@ always @* begin
         slot_hit[hs] = slot_valid[hs] && (&cmp_reg[hs*CMP_G +: CMP_G]);
     end
     for (r = 0; r < RULES; r = r + 1) begin
-        hit_next[r] = valid_reg[r] && (&grp_reg[r*GROUPS +: GROUPS]);
+        hit_next[r] = valid_reg[r] && all_reg[r];
         if (ovr_reg[r]) begin
             hit_next[r] = 1'b0;
             for (hs = 0; hs < SLOTS; hs = hs + 1) begin
