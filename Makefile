@@ -2,7 +2,7 @@
 #
 #   make run     set up the venv, then run the appliance (pynq-kv serve) on the simulated overlay
 #   make test    install missing system packages (root only), set up the venv, run every test
-#   make bench   run benchmarks/*.py
+#   make bench   run benchmarks/*.py (not _helpers or *_cocotb.py, which the simulator runs)
 #   make clean   remove build outputs and caches      make distclean   ... and the venv too
 #
 # Everything is idempotent: a second `make test` only re-runs pytest.
@@ -85,7 +85,9 @@ test: deps venv
 bench: venv
 	@set -e; shopt -s nullglob; files=(benchmarks/*.py); \
 	if [ $${#files[@]} -eq 0 ]; then echo "bench: no benchmarks/*.py yet"; exit 0; fi; \
-	for f in "$${files[@]}"; do echo "== $$f"; $(VPY) "$$f"; done
+	for f in "$${files[@]}"; do \
+	    case "$${f##*/}" in _*|*_cocotb.py) continue;; esac; \
+	    echo "== $$f"; $(VPY) "$$f"; done
 
 clean:
 	rm -rf build dist hw/build sim_build .pytest_cache .hypothesis .mypy_cache .ruff_cache

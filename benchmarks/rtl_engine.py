@@ -31,20 +31,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
-import time
-from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_DIR = BENCH_DIR.parent
-HW_DIR = REPO_DIR / "hw"
-for _p in (REPO_DIR, HW_DIR):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-import tools  # noqa: E402  (hw/tools.py)
+from _verilator_bench import run_bench
 
 TOPLEVEL = "kv_engine"
 MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
@@ -94,62 +84,15 @@ def main() -> int:
            "seed": args.seed,
            "inject_mismatch": args.inject_mismatch}
 
-    tools.setup_env()
-    from cocotb_tools.runner import get_runner
-
-    build_dir = tools.BUILD_DIR / "bench_rtl_engine" / f"{mode}-r{rows}-ru{rules}"
-    out_file = build_dir / "result.json"
-    if out_file.exists():
-        out_file.unlink()
     hdl_params = {k: (f"64'h{v:016X}" if k == "HASH_SEED" else v) for k, v in params.items()}
-    runner = get_runner("verilator")
-
-    # the runner and the simulator write to stdout: keep stdout for the one JSON object
-    saved_stdout = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        t0 = time.perf_counter()
-        runner.build(
-            sources=tools.rtl_sources(*MODULES),
-            includes=[tools.RTL_DIR],
-            hdl_toplevel=TOPLEVEL,
-            parameters=hdl_params,
-            build_dir=build_dir,
-            # small C++ functions: the rule matcher has RULES x KEY_W/5 shift registers, and
-            # GCC needs ~10 GB per job to compile Verilator's default 20000-operation
-            # functions of them at RULES 256
-            build_args=["-Wno-fatal", "--output-split-cfuncs", "1000"],
-            always=True,
-            timescale=("1ns", "1ps"),
-        )
-        t_build = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        results_xml = runner.test(
-            hdl_toplevel=TOPLEVEL,
-            test_module="rtl_engine_cocotb",
-            test_dir=build_dir,
-            build_dir=build_dir,
-            seed=args.seed,
-            extra_env={
-                "KV_BENCH_CFG": json.dumps(cfg),
-                "KV_BENCH_OUT": str(out_file),
-                "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), str(REPO_DIR), str(HW_DIR),
-                                               os.environ.get("PYTHONPATH", "")]),
-            },
-        )
-        t_sim = time.perf_counter() - t0
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved_stdout, 1)
-        os.close(saved_stdout)
-
-    from cocotb_tools.runner import get_results
-    _, fails = get_results(results_xml)
-    if fails or not out_file.exists():
-        print(f"rtl_engine: simulation failed ({fails} failing test(s)); see the log above; "
+    run = run_bench(f"bench_rtl_engine/{mode}-r{rows}-ru{rules}", TOPLEVEL, MODULES,
+                    hdl_params, "rtl_engine_cocotb", cfg, args.seed)
+    if run.result is None:
+        print(f"rtl_engine: simulation failed ({run.failures} failing test(s)); see the log above; "
               "no figures reported", file=sys.stderr)
         return 1
-    r = json.loads(out_file.read_text())
+    t_build, t_sim = run.build_s, run.sim_s
+    r = run.result
     lk, ru, fill = r["lookups"], r["rules"], r["fill"]
     lat_doc = documented_latency(params)
     lpc = lk["requests_per_cycle"]

@@ -35,20 +35,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
-import time
-from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_DIR = BENCH_DIR.parent
-HW_DIR = REPO_DIR / "hw"
-for _p in (REPO_DIR, HW_DIR):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-import tools  # noqa: E402  (hw/tools.py)
+from _verilator_bench import run_bench, tools
 
 TOPLEVEL = "kv_top"
 MODULES = ["kv_top", "kv_mc_csr", "kv_mc_core", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt",
@@ -83,46 +73,14 @@ def main() -> int:
            "multi": args.multi or (20 if args.quick else 60),
            "gets_per_datagram": args.gets, "ahead": args.ahead, "alone": 16}
 
-    tools.setup_env()
-    from cocotb_tools.runner import get_results, get_runner
-
-    build_dir = tools.BUILD_DIR / "bench_rtl_frontend" / f"{mode}-r{rows}-ru{rules}"
-    out_file = build_dir / "result.json"
-    if out_file.exists():
-        out_file.unlink()
-    runner = get_runner("verilator")
-
-    # the runner and the simulator write to stdout: keep stdout for the one JSON object
-    saved_stdout = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        t0 = time.perf_counter()
-        runner.build(sources=tools.rtl_sources(*MODULES), includes=[tools.RTL_DIR], hdl_toplevel=TOPLEVEL,
-                     parameters=tools.hdl_params(params), build_dir=build_dir,
-                     # cocotb builds with --public-flat-rw: at RULES 256 the model's largest
-                     # functions then need > 12 GB of GCC memory each unless they are split
-                     build_args=["-Wno-fatal", "--output-split-cfuncs", "2000"],
-                     always=True, timescale=("1ns", "1ps"))
-        t_build = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        results_xml = runner.test(
-            hdl_toplevel=TOPLEVEL, test_module="rtl_frontend_cocotb", test_dir=build_dir,
-            build_dir=build_dir, seed=args.seed,
-            extra_env={"KV_BENCH_CFG": json.dumps(cfg), "KV_BENCH_OUT": str(out_file),
-                       "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), str(REPO_DIR), str(HW_DIR),
-                                                      os.environ.get("PYTHONPATH", "")])})
-        t_sim = time.perf_counter() - t0
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved_stdout, 1)
-        os.close(saved_stdout)
-
-    _, fails = get_results(results_xml)
-    if fails or not out_file.exists():
-        print(f"rtl_frontend: simulation failed ({fails} failing test(s)); see the log above; "
+    run = run_bench(f"bench_rtl_frontend/{mode}-r{rows}-ru{rules}", TOPLEVEL, MODULES,
+                    tools.hdl_params(params), "rtl_frontend_cocotb", cfg, args.seed)
+    if run.result is None:
+        print(f"rtl_frontend: simulation failed ({run.failures} failing test(s)); see the log above; "
               "no figures reported", file=sys.stderr)
         return 1
-    r = json.loads(out_file.read_text())
+    t_build, t_sim = run.build_s, run.sim_s
+    r = run.result
     s, m, a = r["single"], r["multi"], r["alone"]
     rx_bpc = s["rx_beats"] / s["rx_valid_cycles"]
     fpc = s["frames_per_cycle"]
