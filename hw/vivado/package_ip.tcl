@@ -29,9 +29,13 @@ set_property vendor_display_name "pynq-kv" $core
 set_property company_url "https://github.com/pynq-kv/pynq-kv" $core
 set_property supported_families {zynquplus Production virtexuplusHBM Production} $core
 
-# Drop whatever the packager inferred from port names, then declare each interface.
-foreach bif [list $cfg(axil) s_axis_rx m_axis_tx $cfg(clock) $cfg(reset)] {
-    ipx::remove_bus_interface $bif $core
+# Drop whatever the packager inferred from port names (interfaces and the AXI4-Lite memory
+# map), then declare each interface explicitly.
+foreach bif [ipx::get_bus_interfaces -of_objects $core] {
+    ipx::remove_bus_interface [get_property NAME $bif] $core
+}
+foreach mm [ipx::get_memory_maps -of_objects $core] {
+    ipx::remove_memory_map [get_property NAME $mm] $core
 }
 
 # add_interface NAME ABSTRACTION BUS MODE {LOGICAL physical ...}

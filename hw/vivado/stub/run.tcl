@@ -183,6 +183,7 @@ foreach {name body} {
     ipx::get_hdl_parameters    {return [stub::handle hdl_parameter [lindex $pos 0]]}
     ipx::add_memory_map        {return [stub::handle memory_map [lindex $pos 0]]}
     ipx::get_memory_maps       {return [stub::handle memory_map [lindex $pos 0]]}
+    ipx::remove_memory_map     {return ""}
     ipx::add_address_block     {return [stub::handle address_block [lindex $pos 0]]}
     ipx::get_address_blocks    {return [stub::handle address_block [lindex $pos 0]]}
     ipx::create_xgui_files     {return ""}
