@@ -309,7 +309,6 @@ def test_overlay_outputs_are_ignored_by_git(board):
 def test_parts():
     assert flow.load_manifest("kr260")["part"] == "xck26-sfvc784-2LV-c"
     assert flow.load_manifest("u55c")["part"] == "xcu55c-fsvh2892-2L-e"
-    assert tools.K26["name"].startswith("Kria K26")
 
 
 # --- KR260 block design -----------------------------------------------------------------------
@@ -461,9 +460,7 @@ def test_kernel_xml_ports_are_packaged_interfaces(pkg):
     ports = {p.get("name"): p for p in root.iter("port")}
     assert set(ports) == pkg["u55c"]["interfaces"] - {m["ip"]["clock"], m["ip"]["reset"]}
     assert ports[m["ip"]["axil"]].get("portType") == "addressable"
-    width = top_rtl("u55c")["ports"]["s_axis_rx_tdata"][1]  # at kv_krnl's default DATA_W
-    assert {int(ports[s].get("dataWidth")) for s in ("s_axis_rx", "m_axis_tx")} == {m["parameters"]["DATA_W"]}
-    assert width == rtl_module(KV_TOP, "kv_top")["params"]["DATA_W"][0]  # tdata follows DATA_W
+    assert {int(ports[s].get("dataWidth")) for s in ("s_axis_rx", "m_axis_tx")} == {m["parameters"]["DATA_W"]} == {512}
 
 
 def test_package_xo(tmp_path, pkg):
