@@ -290,6 +290,16 @@ def test_kv_krnl_compiles_with_kv_top(data_w):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
+def test_kv_krnl_verilator_lint():
+    """The wrapper meets the project's RTL bar: Verilator --lint-only -Wall, as hw/Makefile lints hw/rtl."""
+    root = tools.verilator_root()
+    proc = subprocess.run([str(root / "bin" / "verilator"), "--lint-only", "-Wall", "--quiet",
+                           "-y", str(HW / "rtl"), "--top-module", "kv_krnl", "-GDATA_W=512",
+                           str(VIVADO / "u55c" / "kv_krnl.v")],
+                          env=tools.verilator_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
 # --- manifests --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("board", BOARDS)
@@ -398,6 +408,12 @@ def test_kr260_address(kr260, pkg):
     seg = kr260["events"].props("bd_addr_seg")[f"zynq_ultra_ps_e_0/Data/SEG_{m['instance']}_{block}"]
     assert int(seg["offset"], 16) == int(m["address"]["base"], 16) == driver_constant("SIM_PHYS_ADDR")
     assert int(seg["range"]) == m["address"]["range"]
+    mac = kr260["events"].props("bd_addr_seg")["zynq_ultra_ps_e_0/Data/SEG_xxv_ethernet_0_Reg"]
+    assert int(mac["offset"], 16) == int(m["ethernet"]["regs"]["base"], 16)
+    assert int(mac["range"]) == m["ethernet"]["regs"]["range"]
+    # the two windows do not overlap
+    kv_end = int(seg["offset"], 16) + int(seg["range"])
+    assert kv_end <= int(mac["offset"], 16) or int(mac["offset"], 16) + int(mac["range"]) <= int(seg["offset"], 16)
 
 
 def test_kr260_constraints_name_block_design_ports(kr260):

@@ -119,12 +119,12 @@ connect_bd_net [get_bd_pins const_zero1/dout] \
     [get_bd_pins xxv_ethernet_0/pm_tick_0]
 connect_bd_net [get_bd_pins const_zero3/dout] [get_bd_pins xxv_ethernet_0/gt_loopback_in_0]
 
-# --- addresses: kv at the start of the HPM0_FPD window (pynq_driver.SIM_PHYS_ADDR) ----------
+# --- addresses (manifest): kv at the start of the HPM0_FPD window, the MAC's registers after it ---
 assign_bd_address
 set_property offset $cfg(addr_base) [get_bd_addr_segs zynq_ultra_ps_e_0/Data/SEG_$cfg(instance)_regs]
 set_property range $cfg(addr_range) [get_bd_addr_segs zynq_ultra_ps_e_0/Data/SEG_$cfg(instance)_regs]
-set_property offset 0xA0010000 [get_bd_addr_segs zynq_ultra_ps_e_0/Data/SEG_xxv_ethernet_0_Reg]
-set_property range 64K [get_bd_addr_segs zynq_ultra_ps_e_0/Data/SEG_xxv_ethernet_0_Reg]
+set_property offset $cfg(mac_base) [get_bd_addr_segs zynq_ultra_ps_e_0/Data/SEG_xxv_ethernet_0_Reg]
+set_property range $cfg(mac_range) [get_bd_addr_segs zynq_ultra_ps_e_0/Data/SEG_xxv_ethernet_0_Reg]
 
 validate_bd_design
 save_bd_design
