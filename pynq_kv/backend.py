@@ -160,9 +160,7 @@ class Backend(ABC):
         """Flat numbers and contents of every valid slot, in flat order (for dumps)."""
         g = self.geometry
         numbers = np.arange(g.capacity, dtype=np.int64)
-        banks = np.minimum(numbers // g.rows, g.ways)
-        indexes = np.where(banks < g.ways, numbers % g.rows, numbers - g.way_slots)
-        batch = self.read_slots(banks, indexes)
+        batch = self.read_slots(*g.slot_address(numbers))
         if progress:
             progress(g.capacity)
         keep = batch.valid
@@ -172,9 +170,7 @@ class Backend(ABC):
         """WRITE_SLOT each (flat number, key, value) into an empty table (snapshot restore)."""
         g = self.geometry
         for number, key, value in zip(numbers, keys, values):
-            number = int(number)
-            bank, index = (number // g.rows, number % g.rows) if number < g.way_slots else (
-                g.ways, number - g.way_slots)
+            bank, index = g.slot_address(int(number))
             self.write_slot(bank, index, True, key.tobytes(), value.tobytes())
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from .backend import (
     MatchKind,
     RuleEntry,
     SetStatus,
+    SlotBatch,
     make_backend,
 )
 from .errors import (
@@ -472,9 +473,17 @@ class KVEngine:
             for rule_id in list(self._rules):
                 self.remove_rule(rule_id)
 
+    def read_slots(self, numbers: np.ndarray) -> SlotBatch:
+        """Raw contents of flat slots (§4) by READ_SLOT: control reads, no counter moves."""
+        return self.backend.read_slots(*self.geometry.slot_address(np.asarray(numbers, dtype=np.int64)))
+
+    def valid_slots(self) -> tuple[np.ndarray, SlotBatch]:
+        """Flat numbers and raw contents of every valid slot, in slot order, read at once."""
+        return self.backend.valid_slots()
+
     def items(self) -> Iterator[tuple[Union[bytes, int], Union[bytes, int]]]:
         """Every stored (key, value), in slot order."""
-        _, slots = self.backend.valid_slots()
+        _, slots = self.valid_slots()
         for key, value in zip(slots.keys, slots.values):
             yield self.decode_key(key.tobytes()), self.decode_value(value.tobytes())
 
@@ -500,7 +509,7 @@ class KVEngine:
     # -- snapshots -----------------------------------------------------------------------
     def dump(self, path: Union[str, os.PathLike]) -> int:
         """Write every entry (at its slot) and every rule to path atomically; returns entries."""
-        numbers, slots = self.backend.valid_slots()
+        numbers, slots = self.valid_slots()
         meta = {
             "format": "pynq-kv-snapshot",
             "version": SNAPSHOT_VERSION,

@@ -68,12 +68,6 @@ class _TaggedFormat:
         length = raw[0]
         return length <= self.max_bytes and not any(raw[1 + length:])
 
-    def decode_bytes(self, raw: bytes) -> bytes:
-        """The byte string behind a length-tagged encoding."""
-        if len(raw) != self.nbytes or not self.is_tagged(raw):
-            raise self.bad_format(f"raw {self.kind} {raw.hex()} is not a length-tagged byte string")
-        return raw[1:1 + raw[0]]
-
     def decode(self, raw: bytes) -> Union[bytes, int]:
         """Byte string when raw is length-tagged, else the raw integer."""
         if len(raw) == self.nbytes and self.is_tagged(raw):

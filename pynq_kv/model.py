@@ -400,10 +400,8 @@ class ModelBackend(Backend):
     # -- control -------------------------------------------------------------------------
     def _slot_number(self, bank: int, index: int) -> int:
         g = self.geometry
-        if 0 <= bank < g.ways and 0 <= index < g.rows:
-            return bank * g.rows + index
-        if bank == g.ways and 0 <= index < g.stash:
-            return g.way_slots + index
+        if g.has_slot(bank, index):
+            return g.slot_number(bank, index)
         self._count("cmd_errors", 1)
         raise CommandError(f"no slot at bank {bank}, index {index}")
 
@@ -505,12 +503,11 @@ class ModelBackend(Backend):
         g = self.geometry
         banks = np.asarray(banks, dtype=np.int64)
         indexes = np.asarray(indexes, dtype=np.int64)
-        good = ((banks >= 0) & (banks < g.ways) & (indexes >= 0) & (indexes < g.rows)) | (
-            (banks == g.ways) & (indexes >= 0) & (indexes < g.stash))
+        good = g.has_slot(banks, indexes)
         if not good.all():
             bad = int(np.flatnonzero(~good)[0])
             return super().read_slots(banks[bad:bad + 1], indexes[bad:bad + 1])  # raises
-        slots = np.where(banks < g.ways, banks * g.rows + indexes, g.way_slots + indexes)
+        slots = g.slot_number(banks, indexes)
         return SlotBatch(self._valid[slots].copy(),
                          np.ascontiguousarray(self._keys[slots]).view(np.uint8).reshape(len(slots), g.key_bytes),
                          self._values_out(self._values[slots]))
