@@ -14,7 +14,6 @@ import io
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -22,6 +21,7 @@ from typing import Any, Iterator, Optional
 import click
 from tqdm import tqdm
 
+from .atomic import atomic_write
 from .engine import KVEngine, MsetReport
 from .errors import KVError
 from .geometry import KEY_WIDTHS, Geometry
@@ -811,16 +811,8 @@ def dump(ctx: click.Context, file: Path, fmt: Optional[str]) -> None:
             else:
                 buf.write(json.dumps({"key": k, "value": v}, ensure_ascii=False) + "\n")
             count += 1
-    file.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(buf.getvalue())
-        os.replace(tmp, file)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_write(file, "w", encoding="utf-8") as fh:
+        fh.write(buf.getvalue())
     click.echo(f"dumped {count} records to {file}")
 
 

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
 from . import model as _model  # noqa: F401  (registers the "model" backend)
 from . import sim as _sim  # noqa: F401  (registers the "rtl" backend, built on first use)
+from .atomic import atomic_write
 from .backend import (
     Backend,
     DelStatus,
@@ -519,18 +518,9 @@ class KVEngine:
             "rules": [{"id": rule_id, "entries": record.entries, "rule": record.rule.to_dict()}
                       for rule_id, record in sorted(self._rules.items())],
         }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                         slots=numbers.astype(np.int64), keys=slots.keys, values=slots.values)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(path) as handle:
+            np.savez(handle, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+                     slots=numbers.astype(np.int64), keys=slots.keys, values=slots.values)
         return len(numbers)
 
     @staticmethod
