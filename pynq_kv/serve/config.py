@@ -6,7 +6,6 @@ can say a file can say, and one validation covers both.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -21,6 +20,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 from ..errors import KVError
 from ..geometry import Geometry
 from ..layout import FieldLayout
+from ..net.addr import is_loopback
 
 FRONTENDS = ("resp", "udp", "admin")
 BACKENDS = ("model", "rtl", "pynq", "xrt")
@@ -132,15 +132,6 @@ class ServeConfig:
             out[secret] = "(set)" if out[secret] else None
         out["state"] = str(self.state) if self.state else None
         return out
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
