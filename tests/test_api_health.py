@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from api_support import TestClient, client_for, small_appliance
 from pynq_kv import KVEngine
 from pynq_kv_api.deps import get_engine, get_layout
