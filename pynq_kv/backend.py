@@ -7,9 +7,10 @@ operation is a batch of one. Control operations address slots and rule entries d
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from enum import IntEnum
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Union
 
 import numpy as np
 
@@ -177,21 +178,38 @@ class Backend(ABC):
         """Release simulator or device resources."""
 
 
-_REGISTRY: dict[str, Callable[[Geometry], Backend]] = {}
+BackendFactory = Callable[[Geometry], Backend]
+
+# Backend names -> a factory, or "module:attribute" naming one that is imported on first use, so
+# `import pynq_kv` loads neither the Verilator harness nor anything else a backend needs.
+_REGISTRY: dict[str, Union[BackendFactory, str]] = {
+    "model": "pynq_kv.model:ModelBackend",  # the bit-exact reference model (the default)
+    "rtl": "pynq_kv.sim:rtl_backend",  # the Verilated RTL, built on first use
+}
 
 
-def register_backend(name: str, factory: Callable[[Geometry], Backend]) -> None:
-    """Make a backend available to KVEngine(backend=name)."""
+def register_backend(name: str, factory: Union[BackendFactory, str]) -> None:
+    """Make a backend available to KVEngine(backend=name): a factory of Geometry -> Backend,
+    or "package.module:attribute" naming one, imported when the backend is first made."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a backend name must be a non-empty string, got {name!r}")
     _REGISTRY[name] = factory
 
 
 def available_backends() -> list[str]:
+    """Every name KVEngine(backend=...) accepts, sorted (nothing is imported to list them)."""
     return sorted(_REGISTRY)
 
 
 def make_backend(name: str, geometry: Geometry) -> Backend:
+    """A new backend of that name for geometry; KVError naming the available ones if unknown."""
     from .errors import KVError
 
     if name not in _REGISTRY:
         raise KVError(f"unknown backend {name!r}; available: {', '.join(available_backends())}")
-    return _REGISTRY[name](geometry)
+    factory = _REGISTRY[name]
+    if isinstance(factory, str):
+        module, _, attribute = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attribute)
+        _REGISTRY[name] = factory
+    return factory(geometry)

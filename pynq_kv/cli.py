@@ -22,6 +22,7 @@ import click
 from tqdm import tqdm
 
 from .atomic import atomic_write
+from .backend import available_backends
 from .engine import KVEngine, MsetReport
 from .errors import KVError
 from .geometry import KEY_WIDTHS, Geometry
@@ -290,6 +291,15 @@ def _spec_text(spec: Optional[dict]) -> str:
 # ---------------------------------------------------------------------------------------------
 # the command group
 
+
+def _check_backend(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--backend names a registered backend: a usage error listing them, before anything runs."""
+    if value not in available_backends():
+        raise click.BadParameter(
+            f"{value!r} is not an available backend; available: {', '.join(available_backends())}")
+    return value
+
+
 _HELP = """\
 Manage a pynq-kv key-value + wildcard lookup engine on the simulated overlay.
 
@@ -322,7 +332,9 @@ Exit status: 0 ok, 1 error (engine or file error: "error: ..." on stderr),
               help="Snapshot file holding the tables [env PYNQ_KV_STATE; "
                    "default ~/.local/share/pynq-kv/state.npz].")
 @click.option("--backend", default="model", show_default=True, envvar="PYNQ_KV_BACKEND",
-              help="Engine backend ('model' = the simulated overlay) [env PYNQ_KV_BACKEND].")
+              callback=_check_backend, metavar="NAME",
+              help=f"Engine backend, one of {', '.join(available_backends())} "
+                   "('model' = the simulated overlay) [env PYNQ_KV_BACKEND].")
 @click.option("--key-width", type=click.Choice([str(w) for w in KEY_WIDTHS]), default=None,
               help="Key width in bits (new state; default 288).")
 @click.option("--value-width", type=int, default=None,

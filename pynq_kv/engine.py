@@ -16,8 +16,6 @@ from typing import Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
-from . import model as _model  # noqa: F401  (registers the "model" backend)
-from . import sim as _sim  # noqa: F401  (registers the "rtl" backend, built on first use)
 from .atomic import atomic_write
 from .backend import (
     Backend,

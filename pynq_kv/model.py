@@ -29,7 +29,6 @@ from .backend import (
     RuleEntry,
     SetStatus,
     SlotBatch,
-    register_backend,
 )
 from .errors import CommandError
 from .geometry import Geometry
@@ -531,6 +530,3 @@ class ModelBackend(Backend):
         arrays = (self._keys, self._values, self._valid, self._rule_valid, self._rule_match,
                   self._rule_mask, self._rule_prio, self._rule_values, self._rule_hits)
         return sum(a.nbytes for a in arrays)
-
-
-register_backend("model", ModelBackend)

@@ -17,13 +17,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from ..backend import available_backends
 from ..errors import KVError
 from ..geometry import Geometry
 from ..layout import FieldLayout
 from ..net.addr import is_loopback
 
 FRONTENDS = ("resp", "udp", "admin")
-BACKENDS = ("model", "rtl", "pynq", "xrt")
 GEOMETRY_KEYS = ("key_width", "value_width", "ways", "rows", "stash", "rules", "prio_width",
                  "hash_seed")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
@@ -82,8 +82,9 @@ class ServeConfig:
 
     def validate(self) -> None:
         """Refuse what would start a broken or unsafe appliance, with the reason."""
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend not in available_backends():
+            raise ConfigError(f"backend must be one of {', '.join(available_backends())}, "
+                              f"got {self.backend!r}")
         unknown = [f for f in self.disable if f not in FRONTENDS]
         if unknown:
             raise ConfigError(f"cannot disable {', '.join(unknown)}: front-ends are "
