@@ -26,7 +26,7 @@ from .backend import available_backends
 from .engine import KVEngine, MsetReport
 from .errors import KVError
 from .geometry import KEY_WIDTHS, Geometry
-from .keys import KeyFormat, ValueFormat
+from .keys import VALUE_KINDS, KeyFormat, ValueFormat
 from .layout import FieldLayout
 from .rules import Rule
 
@@ -347,7 +347,7 @@ Exit status: 0 ok, 1 error (engine or file error: "error: ..." on stderr),
               help="Wildcard rule entries, 0..4096 (new state; default 256).")
 @click.option("--prio-width", type=int, default=None,
               help="Rule priority width in bits, 1..32 (new state; default 16).")
-@click.option("--value-kind", type=click.Choice(["bytes", "int"]), default=None,
+@click.option("--value-kind", type=click.Choice(VALUE_KINDS), default=None,
               envvar="PYNQ_KV_VALUE_KIND",
               help="Values are UTF-8 text (bytes) or integers; kept in the state file "
                    "(new state; default bytes) [env PYNQ_KV_VALUE_KIND].")

@@ -38,13 +38,12 @@ from .errors import (
 )
 from .geometry import Geometry
 from .hashing import candidate_rows
-from .keys import KeyFormat, KeyLike, ValueFormat, ValueLike, ints_to_raw, raw_to_ints
+from .keys import VALUE_KINDS, KeyFormat, KeyLike, ValueFormat, ValueLike, ints_to_raw, raw_to_ints
 from .rules import Rule
 
 RELOCATION_NODES = 2048  # slots the relocation search may visit per key (§8)
 RETRY_ROUNDS = 4  # rounds of make-room-then-SET for the full keys of one batch (§8)
 SNAPSHOT_VERSION = 1
-VALUE_KINDS = ("bytes", "int")
 
 # The SetStatus codes that call for relocation, as plain ints (Enum lookups cost a microsecond).
 _STASH, _UPDATED, _FULL = int(SetStatus.INSERTED_STASH), int(SetStatus.UPDATED), int(SetStatus.FULL)

@@ -15,6 +15,9 @@ from .geometry import KEY_WIDTHS
 
 KeyLike = Union[bytes, bytearray, memoryview, str, int]
 ValueLike = Union[bytes, bytearray, memoryview, str, int]
+# What an engine's values are read back as: length-tagged byte strings, or integers (§2). An
+# engine, its snapshots, the CLI's --value-kind and serve's value_kind all take these names.
+VALUE_KINDS = ("bytes", "int")
 
 
 class _TaggedFormat:

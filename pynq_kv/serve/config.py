@@ -20,6 +20,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 from ..backend import available_backends
 from ..errors import KVError
 from ..geometry import Geometry
+from ..keys import VALUE_KINDS
 from ..layout import FieldLayout
 from ..net.addr import is_loopback
 
@@ -97,8 +98,9 @@ class ServeConfig:
                 raise ConfigError(f"{name} must be 0..65535, got {port!r}")
         if self.save_interval < 0:
             raise ConfigError("save_interval must be >= 0 seconds (0 = only at shutdown)")
-        if self.value_kind not in ("bytes", "int"):
-            raise ConfigError(f"value_kind must be bytes or int, got {self.value_kind!r}")
+        if self.value_kind not in VALUE_KINDS:
+            raise ConfigError(f"value_kind must be one of {', '.join(VALUE_KINDS)}, "
+                              f"got {self.value_kind!r}")
         unknown = [k for k in self.geometry if k not in GEOMETRY_KEYS]
         if unknown:
             raise ConfigError(f"unknown geometry key(s) {', '.join(unknown)} "
