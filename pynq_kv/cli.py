@@ -27,7 +27,7 @@ from .engine import KVEngine, MsetReport
 from .errors import KVError
 from .geometry import KEY_WIDTHS, Geometry
 from .keys import VALUE_KINDS, KeyFormat, ValueFormat
-from .layout import FieldLayout
+from .layout import FieldLayout, parse_field_values, parse_layout_spec
 from .rules import Rule
 
 try:  # advisory lock so two CLI processes do not lose each other's updates
@@ -241,36 +241,21 @@ def _display_key(cfg: Config, key: Any) -> Any:
 # field layouts (structured keys and rules)
 
 
-def _parse_layout(spec: str, key_width: int) -> Any:
-    """'src_ip:ipv4,dst_port:port' -> FieldLayout(key_width, [("src_ip", "ipv4"), ...])."""
-    fields = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        name, sep, kind = part.partition(":")
-        if not sep or not name.strip() or not kind.strip():
-            raise click.BadParameter(
-                f"{part!r} is not NAME:TYPE (e.g. src_ip:ipv4,dst_port:port)", param_hint="--layout")
-        kind = kind.strip()
-        fields.append((name.strip(), int(kind) if kind.isdecimal() else kind))
-    if not fields:
-        raise click.BadParameter("empty layout", param_hint="--layout")
+def _parse_layout(spec: str, key_width: int) -> FieldLayout:
+    """The --layout option's FieldLayout; a malformed spec is a usage error."""
+    try:
+        fields = parse_layout_spec(spec)
+    except KVError as exc:
+        raise click.BadParameter(str(exc), param_hint="--layout") from None
     return FieldLayout(key_width, fields)
 
 
 def _parse_fields(items: tuple[str, ...]) -> dict[str, str]:
-    """NAME=VALUE options; the values stay text: FieldLayout parses addresses, numbers,
-    prefixes (10.0.0.0/8), ranges (1000-2000) and wildcards (*) itself."""
-    fields: dict[str, str] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--field")
-        if name.strip() in fields:
-            raise click.BadParameter(f"field {name.strip()!r} given twice", param_hint="--field")
-        fields[name.strip()] = value.strip()
-    return fields
+    """The --field NAME=VALUE options; a malformed one is a usage error."""
+    try:
+        return parse_field_values(items)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--field") from None
 
 
 def _spec_text(spec: Optional[dict]) -> str:

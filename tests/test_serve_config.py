@@ -94,6 +94,9 @@ def test_layout_setting_builds_a_field_layout() -> None:
     config = ServeConfig(layout="src_ip:ipv4, dst_port:port")
     layout = config.make_layout(288)
     assert layout is not None and [f.name for f in layout.fields] == ["src_ip", "dst_port"]
+    # the same spec language as the CLI's --layout, numeric widths included
+    layout = ServeConfig(layout="src_ip:ipv4,flow:20").make_layout(288)
+    assert layout is not None and [f.type for f in layout.fields] == ["ipv4", "uint:20"]
 
 
 def test_resp_limits_come_from_the_resp_table_and_flags(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from ..backend import available_backends
 from ..errors import KVError
 from ..geometry import Geometry
 from ..keys import VALUE_KINDS
-from ..layout import FieldLayout
+from ..layout import FieldLayout, parse_layout_spec
 from ..net.addr import is_loopback
 
 FRONTENDS = ("resp", "udp", "admin")
@@ -73,13 +73,11 @@ class ServeConfig:
         """The FieldLayout of "name:type,name:type" (rules and lookups by field), or None."""
         if not self.layout:
             return None
-        pairs = []
-        for item in self.layout.split(","):
-            name, sep, kind = item.strip().partition(":")
-            if not sep:
-                raise ConfigError(f"layout field {item!r} is not name:type")
-            pairs.append((name.strip(), kind.strip()))
-        return FieldLayout(key_width, pairs)
+        try:
+            fields = parse_layout_spec(self.layout)
+        except KVError as exc:
+            raise ConfigError(str(exc)) from None
+        return FieldLayout(key_width, fields)
 
     def validate(self) -> None:
         """Refuse what would start a broken or unsafe appliance, with the reason."""
