@@ -25,9 +25,10 @@ from .atomic import atomic_write
 from .backend import available_backends
 from .engine import KVEngine, MsetReport
 from .errors import KVError
-from .geometry import KEY_WIDTHS, Geometry
+from .geometry import KEY_WIDTHS
 from .keys import VALUE_KINDS, KeyFormat, ValueFormat
 from .layout import FieldLayout, parse_field_values, parse_layout_spec
+from .options import EngineOptions
 from .rules import Rule
 
 try:  # advisory lock so two CLI processes do not lose each other's updates
@@ -92,6 +93,10 @@ class Config:
     int_keys: bool = False
     backend: str = "model"
 
+    def options(self) -> EngineOptions:
+        """The engine these global options describe (value kind None: a state's own)."""
+        return EngineOptions(self.backend, self.geometry, self.value_kind)
+
     # -- user input -> engine keys / values --------------------------------------------------
     def key(self, text: str) -> Any:
         """A key from the command line: UTF-8 bytes, or an integer with --int-keys."""
@@ -115,21 +120,11 @@ class Config:
         return text.encode("utf-8")
 
 
-def _new_engine(cfg: Config) -> KVEngine:
-    geometry = Geometry(**cfg.geometry)
-    return KVEngine(backend=cfg.backend, geometry=geometry, value_kind=cfg.value_kind or "bytes")
-
-
 def _load_engine(cfg: Config) -> KVEngine:
     engine = KVEngine.from_snapshot(cfg.state, backend=cfg.backend)
-    mismatched = [
-        f"{name}={getattr(engine.geometry, name)} (asked for {wanted})"
-        for name, wanted in cfg.geometry.items()
-        if getattr(engine.geometry, name) != wanted
-    ]
-    if cfg.value_kind and cfg.value_kind != engine.value_kind:
-        mismatched.append(f"value_kind={engine.value_kind} (asked for {cfg.value_kind})")
+    mismatched = cfg.options().mismatches(engine)
     if mismatched:
+        engine.close()
         raise CLIError(
             f"state file {cfg.state} does not match the options: {', '.join(mismatched)}; "
             "drop those options or use another --state")
@@ -160,7 +155,7 @@ def session(cfg: Config, save: bool = False) -> Iterator[Any]:
     Nothing is written when the command fails, so a failed command leaves the state unchanged.
     """
     with _lock(cfg.state, exclusive=save):
-        engine = _load_engine(cfg) if cfg.state.exists() else _new_engine(cfg)
+        engine = _load_engine(cfg) if cfg.state.exists() else cfg.options().make_engine()
         cfg.value_kind = engine.value_kind
         try:
             yield engine
@@ -831,7 +826,7 @@ def _export(item: Any, what: str) -> Any:
 def demo(ctx: click.Context) -> None:
     """A walk-through on a fresh in-memory engine (does not touch --state)."""
     cfg = _cfg(ctx)
-    engine = KVEngine(backend=cfg.backend, geometry=Geometry(**cfg.geometry), value_kind="bytes")
+    engine = EngineOptions(cfg.backend, cfg.geometry, "bytes").make_engine()
     say = click.echo
     g = engine.geometry
     say(f"pynq-kv demo on the simulated overlay (backend: {engine.backend.name})")

@@ -18,15 +18,14 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from ..backend import available_backends
-from ..errors import KVError
+from ..errors import KeyFormatError, KVError
 from ..geometry import Geometry
 from ..keys import VALUE_KINDS
-from ..layout import FieldLayout, parse_layout_spec
+from ..layout import FieldLayout
 from ..net.addr import is_loopback
+from ..options import GEOMETRY_KEYS, EngineOptions
 
 FRONTENDS = ("resp", "udp", "admin")
-GEOMETRY_KEYS = ("key_width", "value_width", "ways", "rows", "stash", "rules", "prio_width",
-                 "hash_seed")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
 # name -> (type, smallest allowed value). Timeouts of 0 mean "never".
 RESP_LIMITS: dict[str, tuple[type, float]] = {
@@ -66,18 +65,19 @@ class ServeConfig:
     def enabled(self, frontend: str) -> bool:
         return frontend not in self.disable
 
+    def engine_options(self) -> EngineOptions:
+        """Backend, geometry, value kind and layout: the engine these settings describe."""
+        return EngineOptions(self.backend, self.geometry, self.value_kind, self.layout)
+
     def make_geometry(self) -> Geometry:
-        return Geometry(**self.geometry)
+        return self.engine_options().make_geometry()
 
     def make_layout(self, key_width: int) -> Optional[FieldLayout]:
         """The FieldLayout of "name:type,name:type" (rules and lookups by field), or None."""
-        if not self.layout:
-            return None
         try:
-            fields = parse_layout_spec(self.layout)
-        except KVError as exc:
+            return self.engine_options().make_layout(key_width)
+        except KeyFormatError as exc:
             raise ConfigError(str(exc)) from None
-        return FieldLayout(key_width, fields)
 
     def validate(self) -> None:
         """Refuse what would start a broken or unsafe appliance, with the reason."""
@@ -99,12 +99,8 @@ class ServeConfig:
         if self.value_kind not in VALUE_KINDS:
             raise ConfigError(f"value_kind must be one of {', '.join(VALUE_KINDS)}, "
                               f"got {self.value_kind!r}")
-        unknown = [k for k in self.geometry if k not in GEOMETRY_KEYS]
-        if unknown:
-            raise ConfigError(f"unknown geometry key(s) {', '.join(unknown)} "
-                              f"(known: {', '.join(GEOMETRY_KEYS)})")
         self._validate_resp_limits()
-        geometry = self.make_geometry()  # GeometryError names the bad field
+        geometry = self.make_geometry()  # GeometryError names the bad or unknown field
         self.make_layout(geometry.key_width)
         if not is_loopback(self.bind):
             if self.enabled("admin") and not self.admin_token:
