@@ -8,9 +8,8 @@ and — for commands that change entries or rules — writes it back atomically.
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
-import io
+import functools
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from typing import Any, Iterator, Optional
 import click
 from tqdm import tqdm
 
+from . import bulk
 from .atomic import atomic_write
 from .backend import available_backends
 from .engine import KVEngine, MsetReport
@@ -36,8 +36,7 @@ try:  # advisory lock so two CLI processes do not lose each other's updates
 except ImportError:  # pragma: no cover - not on Linux
     fcntl = None  # type: ignore[assignment]
 
-FORMATS = ("csv", "ndjson")
-EXTENSIONS = {".csv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson", ".json": "ndjson"}
+FORMATS = tuple(sorted(bulk.FORMATS))  # csv, ndjson
 DEFAULT_CHUNK = 10_000
 
 
@@ -603,104 +602,49 @@ def rules_del(ctx: click.Context, rule_id: int) -> None:
 
 
 class LoadError(KVError):
-    """A malformed bulk-load file (reported with its line number)."""
+    """A malformed bulk-load file (reported with its path and line number)."""
 
 
 def _detect_format(path: Path, fmt: Optional[str]) -> str:
-    if fmt:
-        return fmt
-    found = EXTENSIONS.get(path.suffix.lower())
+    found = fmt or bulk.format_of(path.name)
     if not found:
         raise click.UsageError(
             f"cannot tell the format of {path.name!r} from its extension; "
-            f"use --format {'|'.join(FORMATS)} (.csv, .ndjson/.jsonl/.json)")
+            f"use --format {'|'.join(FORMATS)} ({', '.join(bulk.EXTENSIONS)})")
     return found
 
 
-def _raw_records(path: Path, fmt: str) -> Iterator[tuple[int, Any, Any]]:
-    """(line number, key, value) as found in the file, checked for shape only."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        try:
-            if fmt == "csv":
-                reader = csv.reader(fh)
-                header = None
-                for row in reader:
-                    if not row or all(not cell.strip() for cell in row):
-                        continue
-                    if header is None:
-                        header = [cell.strip().lower() for cell in row]
-                        if "key" not in header or "value" not in header:
-                            raise LoadError(
-                                f"{path}: line {reader.line_num}: the first row must be a header "
-                                f"naming the 'key' and 'value' columns, got {row!r}")
-                        ki, vi = header.index("key"), header.index("value")
-                        continue
-                    if len(row) != len(header):
-                        raise LoadError(
-                            f"{path}: line {reader.line_num}: expected {len(header)} columns, "
-                            f"got {len(row)}")
-                    yield reader.line_num, row[ki], row[vi]
-                if header is None:
-                    raise LoadError(f"{path}: empty file (expected a 'key,value' header)")
-            else:
-                for lineno, line in enumerate(fh, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise LoadError(f"{path}: line {lineno}: invalid JSON: {exc.msg}") from None
-                    if not isinstance(obj, dict) or "key" not in obj or "value" not in obj:
-                        raise LoadError(
-                            f"{path}: line {lineno}: expected an object with \"key\" and \"value\"")
-                    yield lineno, obj["key"], obj["value"]
-        except UnicodeDecodeError as exc:
-            raise LoadError(f"{path}: not UTF-8 text ({exc.reason})") from None
-        except csv.Error as exc:
-            raise LoadError(f"{path}: line {reader.line_num}: {exc}") from None
+def _kind(item: Any) -> str:
+    return "an integer" if isinstance(item, int) else "a byte string"
 
 
-def _convert(cfg: Config, path: Path, lineno: int, key: Any, value: Any) -> tuple[Any, Any]:
-    """File key/value -> engine key/value, with the same rules as the command line."""
-    where = f"{path}: line {lineno}"
-    if isinstance(key, bool) or not isinstance(key, (str, int)):
-        raise LoadError(f"{where}: key must be a string or an integer")
-    if cfg.int_keys:
-        if isinstance(key, str):
-            try:
-                key = int(key.strip(), 0)
-            except ValueError:
-                raise LoadError(f"{where}: key {key!r} is not an integer (--int-keys)") from None
-    elif isinstance(key, int):
-        raise LoadError(f"{where}: key {key} is a number; use --int-keys for integer keys")
-    else:
-        key = key.encode("utf-8")
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise LoadError(f"{where}: value must be a string or an integer")
-    if cfg.value_kind == "int":
-        if isinstance(value, str):
-            try:
-                value = int(value.strip(), 0)
-            except ValueError:
-                raise LoadError(f"{where}: value {value!r} is not an integer (--value-kind int)") from None
-    elif isinstance(value, int):
-        raise LoadError(f"{where}: value {value} is a number; use --value-kind int for integer values")
-    else:
-        value = value.encode("utf-8")
-    return key, value
-
-
-def _records(cfg: Config, path: Path, fmt: str, key_fmt: KeyFormat,
+def _records(cfg: Config, path: Path, fmt: str, encoding: str, key_fmt: KeyFormat,
              value_fmt: ValueFormat) -> Iterator[tuple[Any, Any]]:
-    """Converted and encoding-checked records; the first bad one raises LoadError."""
-    for lineno, key, value in _raw_records(path, fmt):
-        k, v = _convert(cfg, path, lineno, key, value)
-        try:
-            key_fmt.encode(k)
-            value_fmt.encode(v)
-        except KVError as exc:
-            raise LoadError(f"{path}: line {lineno}: {exc}") from None
-        yield k, v
+    """The file's (key, value) records (pynq_kv.bulk), each of the kinds the options say and
+    fitting the engine; the first bad one raises LoadError naming the file and line."""
+    int_values = cfg.value_kind == "int"
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            for line, key, value in bulk.read_records(fh, fmt, encoding=encoding,
+                                                      int_keys=cfg.int_keys, int_values=int_values):
+                if isinstance(key, int) != cfg.int_keys:
+                    raise LoadError(f"{path}: line {line}: key is {_kind(key)}; "
+                                    + ("drop --int-keys" if cfg.int_keys else
+                                       "use --int-keys for integer keys"))
+                if isinstance(value, int) != int_values:
+                    raise LoadError(f"{path}: line {line}: value is {_kind(value)}; this table "
+                                    f"stores {'integer' if int_values else 'byte-string'} values "
+                                    "(--value-kind)")
+                try:
+                    key_fmt.encode(key)
+                    value_fmt.encode(value)
+                except KVError as exc:
+                    raise LoadError(f"{path}: line {line}: {exc}") from None
+                yield key, value
+    except bulk.BulkFormatError as exc:
+        raise LoadError(f"{path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise LoadError(f"{path}: not UTF-8 text ({exc.reason})") from None
 
 
 def _show_progress(progress: Optional[bool]) -> bool:
@@ -716,28 +660,39 @@ def _report_counts(report: MsetReport) -> dict[str, int]:
     return {"inserted": report.inserted, "updated": report.updated, "failed": len(report.failed)}
 
 
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default=None,
+    help=f"File format (default: from the extension: {', '.join(bulk.EXTENSIONS)}).")
+encoding_option = click.option(
+    "--encoding", type=click.Choice(bulk.ENCODINGS), default="utf8", show_default=True,
+    help="How CSV cells write byte strings: UTF-8 text, hex or base64 (NDJSON says it per item: "
+         'text, or {"hex": ...} / {"base64": ...}).')
+
+
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="File format (default: from the extension: .csv, .ndjson/.jsonl/.json).")
+@format_option
+@encoding_option
 @click.option("--chunk-size", type=click.IntRange(min=1), default=DEFAULT_CHUNK, show_default=True,
               help="Keys per engine batch (mset).")
 @click.option("--progress/--no-progress", default=None,
               help="Progress bar on stderr (default: when stderr is a terminal).")
 @click.pass_context
-def load(ctx: click.Context, file: Path, fmt: Optional[str], chunk_size: int,
+def load(ctx: click.Context, file: Path, fmt: Optional[str], encoding: str, chunk_size: int,
          progress: Optional[bool]) -> None:
     """Bulk-import FILE: CSV with a 'key,value' header, or NDJSON lines {"key": ..., "value": ...}.
 
-    The whole file is checked first (a malformed line is reported with its line number and
-    nothing is loaded); then it is streamed into the engine in chunks.
+    These are the files 'dump' and the admin API's export write (pynq_kv.bulk). The whole file
+    is checked first (a malformed line is reported with its line number and nothing is
+    loaded); then it is streamed into the engine in chunks.
     """
     cfg = _cfg(ctx)
     fmt = _detect_format(file, fmt)
     with session(cfg, save=True) as engine:
         g = engine.geometry
         key_fmt, value_fmt = KeyFormat(g.key_width), ValueFormat(g.value_width)
-        total = sum(1 for _ in _records(cfg, file, fmt, key_fmt, value_fmt))  # pass 1: validate
+        records = functools.partial(_records, cfg, file, fmt, encoding, key_fmt, value_fmt)
+        total = sum(1 for _ in records())  # pass 1: validate
         totals: dict[str, int] = {}
         bar = tqdm(total=total, unit="key", desc=f"load {file.name}",
                    file=sys.stderr, disable=not _show_progress(progress), dynamic_ncols=True)
@@ -753,7 +708,7 @@ def load(ctx: click.Context, file: Path, fmt: Optional[str], chunk_size: int,
                 keys.clear()
                 values.clear()
 
-            for k, v in _records(cfg, file, fmt, key_fmt, value_fmt):  # pass 2: load
+            for k, v in records():  # pass 2: load
                 keys.append(k)
                 values.append(v)
                 if len(keys) >= chunk_size:
@@ -767,19 +722,19 @@ def load(ctx: click.Context, file: Path, fmt: Optional[str], chunk_size: int,
         raise CLIError(f"{failed} keys did not fit (table full); the others were loaded")
 
 
-def _entries(engine: Any) -> Iterator[tuple[Any, Any]]:
-    """Every (key, value) in the exact table."""
-    return iter(engine.items())
-
-
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(FORMATS + ("snapshot",)), default=None,
               help="csv, ndjson, or snapshot (.npz, the engine's own dump) "
                    "(default: from the extension).")
+@encoding_option
 @click.pass_context
-def dump(ctx: click.Context, file: Path, fmt: Optional[str]) -> None:
-    """Export every key and value to FILE (the format 'load' reads), or a snapshot (.npz)."""
+def dump(ctx: click.Context, file: Path, fmt: Optional[str], encoding: str) -> None:
+    """Export every key and value to FILE (the format 'load' reads), or a snapshot (.npz).
+
+    NDJSON keeps any byte string (as {"hex": ...} when it is not UTF-8 text); CSV needs
+    --encoding hex or base64 for such keys and values.
+    """
     cfg = _cfg(ctx)
     if fmt is None and file.suffix.lower() == ".npz":
         fmt = "snapshot"
@@ -789,33 +744,14 @@ def dump(ctx: click.Context, file: Path, fmt: Optional[str]) -> None:
             engine.dump(file)
             click.echo(f"snapshot written to {file}")
             return
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n") if fmt == "csv" else None
-        if writer:
-            writer.writerow(["key", "value"])
-        count = 0
-        for key, value in _entries(engine):
-            k, v = _export(key, "key"), _export(value, "value")
-            if writer:
-                if isinstance(k, int):
-                    k = hex(k)
-                writer.writerow([k, v])
-            else:
-                buf.write(json.dumps({"key": k, "value": v}, ensure_ascii=False) + "\n")
-            count += 1
-    with atomic_write(file, "w", encoding="utf-8") as fh:
-        fh.write(buf.getvalue())
-    click.echo(f"dumped {count} records to {file}")
-
-
-def _export(item: Any, what: str) -> Any:
-    if isinstance(item, (bytes, bytearray, memoryview)):
+        lines = [bulk.csv_header()] if fmt == "csv" else []
         try:
-            return bytes(item).decode("utf-8")
-        except UnicodeDecodeError:
-            raise CLIError(
-                f"{what} {bytes(item)!r} is not UTF-8 text and cannot be exported") from None
-    return int(item)
+            lines += [bulk.format_record(key, value, fmt, encoding) for key, value in engine.items()]
+        except ValueError as exc:
+            raise CLIError(f"cannot export as CSV: {exc} (--encoding)") from None
+    with atomic_write(file, "w", encoding="utf-8") as fh:
+        fh.writelines(lines)
+    click.echo(f"dumped {len(lines) - (fmt == 'csv')} records to {file}")
 
 
 # -- demo ------------------------------------------------------------------------------------
