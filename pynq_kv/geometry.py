@@ -60,10 +60,6 @@ class Geometry:
         return self.value_width // 8
 
     @property
-    def row_bits(self) -> int:
-        return self.rows.bit_length() - 1
-
-    @property
     def way_slots(self) -> int:
         """Slots in the hash banks (the stash comes after them in flat numbering)."""
         return self.ways * self.rows

@@ -36,7 +36,7 @@ def get(ctx: click.Context, key: str, as_json: bool) -> None:
     with session(cfg) as engine:
         value = engine.get(k)
     if as_json:
-        echo_json({"key": display_key(cfg, k), "found": value is not None, "value": value})
+        echo_json({"key": display_key(k), "found": value is not None, "value": value})
     else:
         click.echo(show(value))
 
@@ -83,7 +83,7 @@ def lookup(ctx: click.Context, key: Optional[str], layout: Optional[str], fields
         result = engine.lookup(k)
     if as_json:
         shown = (f"0x{k:0{engine.geometry.key_width // 4}x}" if fields
-                 else display_key(cfg, k))  # a structured key as its raw hex
+                 else display_key(k))  # a structured key as its raw hex
         echo_json({
             "key": shown, "kind": result.kind, "value": result.value,
             "rule_id": result.rule_id, "entry": result.entry,

@@ -7,8 +7,6 @@ from typing import Any
 
 import click
 
-from .common import Config
-
 json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 
 
@@ -71,5 +69,5 @@ def echo_json(obj: Any) -> None:
     click.echo(json.dumps(jsonable(obj), indent=2, sort_keys=False))
 
 
-def display_key(cfg: Config, key: Any) -> Any:
+def display_key(key: Any) -> Any:
     return key.decode("utf-8") if isinstance(key, bytes) else key
