@@ -13,9 +13,8 @@ from tqdm import tqdm
 
 from .. import bulk
 from ..atomic import atomic_write
-from ..engine import MsetReport
+from ..engine import KVEngine, MsetReport
 from ..errors import KVError
-from ..keys import KeyFormat, ValueFormat
 from .common import CLIError, Config, config_of, session
 
 FORMATS = tuple(sorted(bulk.FORMATS))  # csv, ndjson
@@ -42,26 +41,22 @@ def _kind(item: Any) -> str:
     return "an integer" if isinstance(item, int) else "a byte string"
 
 
-def _records(cfg: Config, path: Path, fmt: str, encoding: str, key_fmt: KeyFormat,
-             value_fmt: ValueFormat) -> Iterator[tuple[Any, Any]]:
-    """The file's (key, value) records (pynq_kv.bulk), each of the kinds the options say and
-    fitting the engine; the first bad one raises LoadError naming the file and line."""
-    int_values = cfg.value_kind == "int"
+def _records(cfg: Config, engine: KVEngine, path: Path, fmt: str,
+             encoding: str) -> Iterator[tuple[Any, Any]]:
+    """The file's (key, value) records (pynq_kv.bulk), keys of the kind --int-keys says and
+    both as the engine will store them; the first bad one raises LoadError naming the line."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
             for line, key, value in bulk.read_records(fh, fmt, encoding=encoding,
-                                                      int_keys=cfg.int_keys, int_values=int_values):
+                                                      int_keys=cfg.int_keys,
+                                                      int_values=engine.value_kind == "int"):
                 if isinstance(key, int) != cfg.int_keys:
                     raise LoadError(f"{path}: line {line}: key is {_kind(key)}; "
                                     + ("drop --int-keys" if cfg.int_keys else
                                        "use --int-keys for integer keys"))
-                if isinstance(value, int) != int_values:
-                    raise LoadError(f"{path}: line {line}: value is {_kind(value)}; this table "
-                                    f"stores {'integer' if int_values else 'byte-string'} values "
-                                    "(--value-kind)")
                 try:
-                    key_fmt.encode(key)
-                    value_fmt.encode(value)
+                    engine.key_format.encode(key)
+                    engine.encode_values([value])  # the engine's value kind and width
                 except KVError as exc:
                     raise LoadError(f"{path}: line {line}: {exc}") from None
                 yield key, value
@@ -113,9 +108,7 @@ def load(ctx: click.Context, file: Path, fmt: Optional[str], encoding: str, chun
     cfg = config_of(ctx)
     fmt = _detect_format(file, fmt)
     with session(cfg, save=True) as engine:
-        g = engine.geometry
-        key_fmt, value_fmt = KeyFormat(g.key_width), ValueFormat(g.value_width)
-        records = functools.partial(_records, cfg, file, fmt, encoding, key_fmt, value_fmt)
+        records = functools.partial(_records, cfg, engine, file, fmt, encoding)
         total = sum(1 for _ in records())  # pass 1: validate
         totals: dict[str, int] = {}
         bar = tqdm(total=total, unit="key", desc=f"load {file.name}",
