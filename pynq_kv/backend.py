@@ -17,8 +17,6 @@ import numpy as np
 from . import regmap
 from .geometry import Geometry
 
-MASK64 = (1 << 64) - 1
-
 
 class SetStatus(IntEnum):
     """Result of one SET (§5.4)."""

@@ -20,7 +20,6 @@ import numpy as np
 from .backend import (
     COUNTER_IDS,
     COUNTER_NAMES,
-    MASK64,
     Backend,
     DelStatus,
     GetResult,
@@ -32,7 +31,7 @@ from .backend import (
 )
 from .errors import CommandError
 from .geometry import Geometry
-from .hashing import hash_keys
+from .hashing import MASK64, hash_keys
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
