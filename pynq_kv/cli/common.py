@@ -17,6 +17,7 @@ from typing import Any, Iterator, Optional
 
 import click
 
+from .. import bulk
 from ..engine import KVEngine
 from ..errors import KVError
 from ..layout import FieldLayout, parse_field_values, parse_layout_spec
@@ -84,27 +85,21 @@ class Config:
         """The engine these global options describe (value kind None: a state's own)."""
         return EngineOptions(self.backend, self.geometry, self.value_kind)
 
-    # -- user input -> engine keys / values --------------------------------------------------
+    # -- user input -> engine keys / values (the text forms of pynq_kv.bulk) ---------------
     def key(self, text: str) -> Any:
         """A key from the command line: UTF-8 bytes, or an integer with --int-keys."""
-        if self.int_keys:
-            try:
-                return int(text, 0)
-            except ValueError:
-                raise click.BadParameter(
-                    f"{text!r} is not an integer (decimal, 0x hex, 0o octal or 0b binary)",
-                    param_hint="KEY") from None
-        return text.encode("utf-8")
+        return _typed(text, self.int_keys, "KEY")
 
     def value(self, text: str, hint: str = "VALUE") -> Any:
         """A value from the command line: UTF-8 bytes, or an integer with --value-kind int."""
-        if self.value_kind == "int":
-            try:
-                return int(text, 0)
-            except ValueError:
-                raise click.BadParameter(
-                    f"{text!r} is not an integer (--value-kind int)", param_hint=hint) from None
-        return text.encode("utf-8")
+        return _typed(text, self.value_kind == "int", hint)
+
+
+def _typed(text: str, as_int: bool, hint: str) -> Any:
+    try:
+        return bulk.text_to_int(text) if as_int else bulk.text_to_bytes(text, "utf8")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 def _load_engine(cfg: Config) -> KVEngine:
