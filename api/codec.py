@@ -14,7 +14,7 @@ from fastapi import Query
 from pynq_kv.bulk import Item, item_to_json, text_to_bytes, text_to_int
 from pynq_kv.engine import KVEngine
 from pynq_kv.errors import KVError
-from pynq_kv.layout import FieldLayout
+from pynq_kv.layout import FieldLayout, parse_field_values
 
 from .errors import InputError, Loc
 from .models import Base64Item, HexItem, ItemIn, KeyEncoding
@@ -27,15 +27,10 @@ KeyEncodingQuery = Query(KeyEncoding.utf8, description="how {key} is written: ut
 def _fields(text: str, layout: Optional[FieldLayout]) -> int:
     if layout is None:
         raise ValueError("encoding=fields needs a field layout (pynq-kv serve --layout)")
-    values: dict[str, str] = {}
-    for part in text.split(","):
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise ValueError(f"{part!r} is not name=value (write fields as name=value,name=value)")
-        if name in values:
-            raise ValueError(f"field {name!r} is given twice")
-        values[name] = value.strip()
+    try:
+        values = parse_field_values(text.split(","))
+    except ValueError as exc:
+        raise ValueError(f"{exc} (write fields as name=value,name=value)") from None
     return layout.key(**values)
 
 

@@ -1,14 +1,14 @@
 """The admin service: one FastAPI app over an Appliance (docs/api.md).
 
 `create_app` builds it; `pynq-kv serve` runs it under uvicorn on the appliance's event loop,
-beside the Redis and memcached front-ends, after `check_bind_safety` has approved the address.
+beside the Redis and memcached front-ends, once its settings have refused a non-loopback address
+without a token (`pynq_kv.serve.config`, through `pynq_kv.net.addr.is_loopback`).
 Every route is `async def` and calls the engine directly: the loop orders engine calls, so no
 thread ever touches the engine.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections import Counter
 from typing import Any, Optional
 
@@ -27,31 +27,6 @@ from .imports import ImportJobs
 from .routers import dashboard, entries, health, lookup, metrics, overlay, rules, stats
 
 MAX_IMPORT_BYTES = 256 << 20
-TOKEN_HINT = "set --admin-token or PYNQ_KV_ADMIN_TOKEN"
-
-
-class UnsafeBind(ValueError):
-    """The admin API would listen beyond this machine with no token guarding its writes."""
-
-
-def is_loopback(host: str) -> bool:
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind_safety(host: str, token: Optional[str]) -> None:
-    """Refuse a non-loopback address without a token; call it before the server starts.
-
-    Anything but 127.0.0.0/8, ::1 and "localhost" counts as reachable from elsewhere
-    (0.0.0.0, "" and host names included).
-    """
-    if not is_loopback(host) and not token:
-        raise UnsafeBind(f"refusing to serve the admin API on {host or 'every address'!r} (not "
-                         f"loopback) without a bearer token: {TOKEN_HINT}")
 
 
 class _RequestCounter:

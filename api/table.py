@@ -1,7 +1,7 @@
 """Reading the exact table slot by slot, for paged listings and exports.
 
 KVEngine.items() walks every valid slot at once; a listing wants a window of slots starting at a
-cursor, so this module reads slots with the backend's READ_SLOT (a control read: no counters
+cursor, so this module reads slots with the engine's READ_SLOT (a control read: no counters
 move, nothing changes) and decodes them with the engine's own decoders.
 """
 
@@ -18,14 +18,6 @@ WINDOW = 1024  # slots read per READ_SLOT batch
 # Slots one page may scan. A page runs without yielding to the loop (the engine it reads must
 # not be swapped by a reload halfway), so a sparse prefix must not make it long.
 MAX_SCAN = 16 * WINDOW
-
-
-def _addresses(engine: KVEngine, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bank, index) of flat slot numbers (docs/engine.md §4)."""
-    g = engine.geometry
-    banks = np.minimum(numbers // g.rows, g.ways)
-    indexes = np.where(banks < g.ways, numbers % g.rows, numbers - g.way_slots)
-    return banks, indexes
 
 
 def _matches(key: Item, prefix: bytes) -> bool:
@@ -46,7 +38,7 @@ def scan(engine: KVEngine, cursor: int, limit: int,
     stop = min(capacity, cursor + MAX_SCAN)
     while start < stop:
         numbers = np.arange(start, min(start + WINDOW, stop), dtype=np.int64)
-        batch = engine.backend.read_slots(*_addresses(engine, numbers))
+        batch = engine.read_slots(numbers)
         for i in np.flatnonzero(batch.valid):
             key = engine.decode_key(batch.keys[i].tobytes())
             if _matches(key, prefix):
@@ -64,7 +56,7 @@ class Snapshot:
     def __init__(self, engine: KVEngine, prefix: bytes = b"") -> None:
         self._engine = engine
         self._prefix = prefix
-        self.numbers, slots = engine.backend.valid_slots()
+        self.numbers, slots = engine.valid_slots()
         self._keys, self._values = slots.keys, slots.values
 
     def __len__(self) -> int:

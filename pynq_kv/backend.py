@@ -7,16 +7,15 @@ operation is a batch of one. Control operations address slots and rule entries d
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from enum import IntEnum
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Union
 
 import numpy as np
 
 from . import regmap
 from .geometry import Geometry
-
-MASK64 = (1 << 64) - 1
 
 
 class SetStatus(IntEnum):
@@ -160,9 +159,7 @@ class Backend(ABC):
         """Flat numbers and contents of every valid slot, in flat order (for dumps)."""
         g = self.geometry
         numbers = np.arange(g.capacity, dtype=np.int64)
-        banks = np.minimum(numbers // g.rows, g.ways)
-        indexes = np.where(banks < g.ways, numbers % g.rows, numbers - g.way_slots)
-        batch = self.read_slots(banks, indexes)
+        batch = self.read_slots(*g.slot_address(numbers))
         if progress:
             progress(g.capacity)
         keep = batch.valid
@@ -172,30 +169,45 @@ class Backend(ABC):
         """WRITE_SLOT each (flat number, key, value) into an empty table (snapshot restore)."""
         g = self.geometry
         for number, key, value in zip(numbers, keys, values):
-            number = int(number)
-            bank, index = (number // g.rows, number % g.rows) if number < g.way_slots else (
-                g.ways, number - g.way_slots)
+            bank, index = g.slot_address(int(number))
             self.write_slot(bank, index, True, key.tobytes(), value.tobytes())
 
     def close(self) -> None:
         """Release simulator or device resources."""
 
 
-_REGISTRY: dict[str, Callable[[Geometry], Backend]] = {}
+BackendFactory = Callable[[Geometry], Backend]
+
+# Backend names -> a factory, or "module:attribute" naming one that is imported on first use, so
+# `import pynq_kv` loads neither the Verilator harness nor anything else a backend needs.
+_REGISTRY: dict[str, Union[BackendFactory, str]] = {
+    "model": "pynq_kv.model:ModelBackend",  # the bit-exact reference model (the default)
+    "rtl": "pynq_kv.sim:rtl_backend",  # the Verilated RTL, built on first use
+}
 
 
-def register_backend(name: str, factory: Callable[[Geometry], Backend]) -> None:
-    """Make a backend available to KVEngine(backend=name)."""
+def register_backend(name: str, factory: Union[BackendFactory, str]) -> None:
+    """Make a backend available to KVEngine(backend=name): a factory of Geometry -> Backend,
+    or "package.module:attribute" naming one, imported when the backend is first made."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a backend name must be a non-empty string, got {name!r}")
     _REGISTRY[name] = factory
 
 
 def available_backends() -> list[str]:
+    """Every name KVEngine(backend=...) accepts, sorted (nothing is imported to list them)."""
     return sorted(_REGISTRY)
 
 
 def make_backend(name: str, geometry: Geometry) -> Backend:
+    """A new backend of that name for geometry; KVError naming the available ones if unknown."""
     from .errors import KVError
 
     if name not in _REGISTRY:
         raise KVError(f"unknown backend {name!r}; available: {', '.join(available_backends())}")
-    return _REGISTRY[name](geometry)
+    factory = _REGISTRY[name]
+    if isinstance(factory, str):
+        module, _, attribute = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attribute)
+        _REGISTRY[name] = factory
+    return factory(geometry)

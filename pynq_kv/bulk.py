@@ -24,6 +24,8 @@ from .errors import KVError
 
 FORMATS = ("ndjson", "csv")
 ENCODINGS = ("utf8", "hex", "base64")
+# File name extensions of each format, for tools that pick the format from a file's name.
+EXTENSIONS = {".csv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson", ".json": "ndjson"}
 
 Item = Union[bytes, int]
 
@@ -102,6 +104,12 @@ def item_to_json(item: Item) -> Union[str, int, dict[str, str]]:
         return item.decode("utf-8")
     except UnicodeDecodeError:
         return {"hex": item.hex()}
+
+
+def format_of(name: str) -> Optional[str]:
+    """The format a file name's extension says (EXTENSIONS), or None."""
+    dot = name.rfind(".")
+    return EXTENSIONS.get(name[dot:].lower()) if dot > 0 else None
 
 
 # -- reading --------------------------------------------------------------------------------

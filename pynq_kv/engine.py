@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 
-from . import model as _model  # noqa: F401  (registers the "model" backend)
-from . import sim as _sim  # noqa: F401  (registers the "rtl" backend, built on first use)
+from .atomic import atomic_write
 from .backend import (
     Backend,
     DelStatus,
     MatchKind,
     RuleEntry,
     SetStatus,
+    SlotBatch,
     make_backend,
 )
 from .errors import (
@@ -40,13 +38,12 @@ from .errors import (
 )
 from .geometry import Geometry
 from .hashing import candidate_rows
-from .keys import KeyFormat, KeyLike, ValueFormat, ValueLike, ints_to_raw, raw_to_ints
+from .keys import VALUE_KINDS, KeyFormat, KeyLike, ValueFormat, ValueLike, ints_to_raw, raw_to_ints
 from .rules import Rule
 
 RELOCATION_NODES = 2048  # slots the relocation search may visit per key (§8)
 RETRY_ROUNDS = 4  # rounds of make-room-then-SET for the full keys of one batch (§8)
 SNAPSHOT_VERSION = 1
-VALUE_KINDS = ("bytes", "int")
 
 # The SetStatus codes that call for relocation, as plain ints (Enum lookups cost a microsecond).
 _STASH, _UPDATED, _FULL = int(SetStatus.INSERTED_STASH), int(SetStatus.UPDATED), int(SetStatus.FULL)
@@ -472,9 +469,17 @@ class KVEngine:
             for rule_id in list(self._rules):
                 self.remove_rule(rule_id)
 
+    def read_slots(self, numbers: np.ndarray) -> SlotBatch:
+        """Raw contents of flat slots (§4) by READ_SLOT: control reads, no counter moves."""
+        return self.backend.read_slots(*self.geometry.slot_address(np.asarray(numbers, dtype=np.int64)))
+
+    def valid_slots(self) -> tuple[np.ndarray, SlotBatch]:
+        """Flat numbers and raw contents of every valid slot, in slot order, read at once."""
+        return self.backend.valid_slots()
+
     def items(self) -> Iterator[tuple[Union[bytes, int], Union[bytes, int]]]:
         """Every stored (key, value), in slot order."""
-        _, slots = self.backend.valid_slots()
+        _, slots = self.valid_slots()
         for key, value in zip(slots.keys, slots.values):
             yield self.decode_key(key.tobytes()), self.decode_value(value.tobytes())
 
@@ -500,7 +505,7 @@ class KVEngine:
     # -- snapshots -----------------------------------------------------------------------
     def dump(self, path: Union[str, os.PathLike]) -> int:
         """Write every entry (at its slot) and every rule to path atomically; returns entries."""
-        numbers, slots = self.backend.valid_slots()
+        numbers, slots = self.valid_slots()
         meta = {
             "format": "pynq-kv-snapshot",
             "version": SNAPSHOT_VERSION,
@@ -510,18 +515,9 @@ class KVEngine:
             "rules": [{"id": rule_id, "entries": record.entries, "rule": record.rule.to_dict()}
                       for rule_id, record in sorted(self._rules.items())],
         }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                         slots=numbers.astype(np.int64), keys=slots.keys, values=slots.values)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(path) as handle:
+            np.savez(handle, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+                     slots=numbers.astype(np.int64), keys=slots.keys, values=slots.values)
         return len(numbers)
 
     @staticmethod

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TypeVar, Union
+
+import numpy as np
 
 from .errors import GeometryError
+
+# A slot coordinate: one int, or an integer array of them (the same shape in and out).
+Coord = TypeVar("Coord", int, np.ndarray)
 
 KEY_WIDTHS = (144, 288, 576, 1152)
 DEFAULT_HASH_SEED = 0x70796E712D6B7631  # "pynq-kv1" in ASCII
@@ -54,10 +60,6 @@ class Geometry:
         return self.value_width // 8
 
     @property
-    def row_bits(self) -> int:
-        return self.rows.bit_length() - 1
-
-    @property
     def way_slots(self) -> int:
         """Slots in the hash banks (the stash comes after them in flat numbering)."""
         return self.ways * self.rows
@@ -66,9 +68,34 @@ class Geometry:
     def capacity(self) -> int:
         return self.ways * self.rows + self.stash
 
-    @property
-    def stash_bank(self) -> int:
-        return self.ways
+    # -- slot addressing (docs/engine.md §4): the one place that knows the numbering ----------
+    # Flat slot numbers run bank by bank (bank b, index i -> b * ROWS + i), then the stash,
+    # which the control operations address as bank WAYS.
+
+    def slot_address(self, number: Coord) -> tuple[Coord, Coord]:
+        """(bank, index) of a flat slot number, or of every number in an integer array."""
+        if isinstance(number, (int, np.integer)):
+            bank = min(int(number) // self.rows, self.ways)
+            return bank, int(number) - bank * self.rows
+        numbers = np.asarray(number, dtype=np.int64)
+        banks = np.minimum(numbers // self.rows, self.ways)
+        return banks, numbers - banks * self.rows
+
+    def slot_number(self, bank: Coord, index: Coord) -> Coord:
+        """Flat slot number of (bank, index), elementwise for arrays; see has_slot for range."""
+        if isinstance(bank, (int, np.integer)) and isinstance(index, (int, np.integer)):
+            return int(bank) * self.rows + int(index)
+        return np.asarray(bank, dtype=np.int64) * self.rows + np.asarray(index, dtype=np.int64)
+
+    def has_slot(self, bank: Coord, index: Coord) -> Union[bool, np.ndarray]:
+        """True where (bank, index) names a slot: a bank row, or a stash entry at bank WAYS."""
+        if isinstance(bank, (int, np.integer)) and isinstance(index, (int, np.integer)):
+            return bool(0 <= bank < self.ways and 0 <= index < self.rows
+                        or bank == self.ways and 0 <= index < self.stash)
+        banks = np.asarray(bank, dtype=np.int64)
+        indexes = np.asarray(index, dtype=np.int64)
+        return ((banks >= 0) & (banks < self.ways) & (indexes >= 0) & (indexes < self.rows)) | (
+            (banks == self.ways) & (indexes >= 0) & (indexes < self.stash))
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

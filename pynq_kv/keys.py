@@ -15,6 +15,9 @@ from .geometry import KEY_WIDTHS
 
 KeyLike = Union[bytes, bytearray, memoryview, str, int]
 ValueLike = Union[bytes, bytearray, memoryview, str, int]
+# What an engine's values are read back as: length-tagged byte strings, or integers (§2). An
+# engine, its snapshots, the CLI's --value-kind and serve's value_kind all take these names.
+VALUE_KINDS = ("bytes", "int")
 
 
 class _TaggedFormat:
@@ -67,12 +70,6 @@ class _TaggedFormat:
         """True when raw is a well-formed length-tagged byte string."""
         length = raw[0]
         return length <= self.max_bytes and not any(raw[1 + length:])
-
-    def decode_bytes(self, raw: bytes) -> bytes:
-        """The byte string behind a length-tagged encoding."""
-        if len(raw) != self.nbytes or not self.is_tagged(raw):
-            raise self.bad_format(f"raw {self.kind} {raw.hex()} is not a length-tagged byte string")
-        return raw[1:1 + raw[0]]
 
     def decode(self, raw: bytes) -> Union[bytes, int]:
         """Byte string when raw is length-tagged, else the raw integer."""

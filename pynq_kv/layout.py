@@ -9,6 +9,10 @@ rules need no bit arithmetic by the caller.
 Field types: ipv4 (32 bits), ipv6 (128), mac (48), port (16), proto (8), vlan (12), uint:N
 (N bits; a bare integer N means the same) and bytes:N (N bytes). A bytes field takes bytes or a
 str (UTF-8) of at most N bytes, zero-padded on the right, and decodes to exactly N bytes.
+
+As text (the CLI's and serve's --layout, a config file) a layout is written
+"src_ip:ipv4,dst_port:port,flow:20" (`parse_layout_spec`, `FieldLayout.from_spec`), and field
+values "name=value" (`parse_field_values`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import ipaddress
 import itertools
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, Callable, Optional, Union
@@ -160,6 +164,47 @@ def _parse_type(name: str, kind: Any) -> tuple[str, int]:
         f"field {name!r}: unknown type {kind!r} (use {', '.join(_FIXED_WIDTHS)}, uint:N or bytes:N)")
 
 
+def parse_layout_spec(spec: str) -> list[tuple[str, Union[str, int]]]:
+    """'src_ip:ipv4, dst_port:port, flow:20' -> [("src_ip", "ipv4"), ("dst_port", "port"),
+    ("flow", 20)]; KeyFormatError when a part is not name:type or there is none.
+
+    Only the syntax is checked here; FieldLayout checks names, types and widths.
+    """
+    if not isinstance(spec, str):
+        raise KeyFormatError(f"a layout is text like 'src_ip:ipv4,dst_port:port', not {spec!r}")
+    fields: list[tuple[str, Union[str, int]]] = []
+    for part in spec.split(","):
+        if not part.strip():
+            continue
+        name, sep, kind = (text.strip() for text in part.partition(":"))
+        if not sep or not name or not kind:
+            raise KeyFormatError(
+                f"layout field {part.strip()!r} is not name:type (e.g. src_ip:ipv4,dst_port:port)")
+        fields.append((name, int(kind) if kind.isascii() and kind.isdecimal() else kind))
+    if not fields:
+        raise KeyFormatError("empty layout (write it as name:type,name:type)")
+    return fields
+
+
+def parse_field_values(items: Iterable[str]) -> dict[str, str]:
+    """["src_ip=10.0.0.0/8", "dst_port=80"] -> {"src_ip": "10.0.0.0/8", "dst_port": "80"}.
+
+    Values stay text: FieldLayout.key and .rule parse addresses, numbers, prefixes, ranges
+    (1000-2000) and wildcards (*) themselves. ValueError for a part that is not name=value or
+    a field given twice.
+    """
+    values: dict[str, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"{item!r} is not name=value")
+        if name in values:
+            raise ValueError(f"field {name!r} is given twice")
+        values[name] = value.strip()
+    return values
+
+
 class FieldLayout:
     """Named fields packed from the top of a KEY_W-bit raw key: builds keys and rules."""
 
@@ -198,6 +243,11 @@ class FieldLayout:
 
     def __hash__(self) -> int:
         return hash((self.key_width, tuple((f.name, f.type) for f in self.fields)))
+
+    @classmethod
+    def from_spec(cls, key_width: int, spec: str) -> FieldLayout:
+        """The layout written as text, "src_ip:ipv4,dst_port:port" (see parse_layout_spec)."""
+        return cls(key_width, parse_layout_spec(spec))
 
     def to_dict(self) -> dict[str, Any]:
         return {"key_width": self.key_width, "fields": [[f.name, f.type] for f in self.fields]}

@@ -20,7 +20,6 @@ import numpy as np
 from .backend import (
     COUNTER_IDS,
     COUNTER_NAMES,
-    MASK64,
     Backend,
     DelStatus,
     GetResult,
@@ -29,11 +28,10 @@ from .backend import (
     RuleEntry,
     SetStatus,
     SlotBatch,
-    register_backend,
 )
 from .errors import CommandError
 from .geometry import Geometry
-from .hashing import hash_keys
+from .hashing import MASK64, hash_keys
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
@@ -400,10 +398,8 @@ class ModelBackend(Backend):
     # -- control -------------------------------------------------------------------------
     def _slot_number(self, bank: int, index: int) -> int:
         g = self.geometry
-        if 0 <= bank < g.ways and 0 <= index < g.rows:
-            return bank * g.rows + index
-        if bank == g.ways and 0 <= index < g.stash:
-            return g.way_slots + index
+        if g.has_slot(bank, index):
+            return g.slot_number(bank, index)
         self._count("cmd_errors", 1)
         raise CommandError(f"no slot at bank {bank}, index {index}")
 
@@ -505,12 +501,11 @@ class ModelBackend(Backend):
         g = self.geometry
         banks = np.asarray(banks, dtype=np.int64)
         indexes = np.asarray(indexes, dtype=np.int64)
-        good = ((banks >= 0) & (banks < g.ways) & (indexes >= 0) & (indexes < g.rows)) | (
-            (banks == g.ways) & (indexes >= 0) & (indexes < g.stash))
+        good = g.has_slot(banks, indexes)
         if not good.all():
             bad = int(np.flatnonzero(~good)[0])
             return super().read_slots(banks[bad:bad + 1], indexes[bad:bad + 1])  # raises
-        slots = np.where(banks < g.ways, banks * g.rows + indexes, g.way_slots + indexes)
+        slots = g.slot_number(banks, indexes)
         return SlotBatch(self._valid[slots].copy(),
                          np.ascontiguousarray(self._keys[slots]).view(np.uint8).reshape(len(slots), g.key_bytes),
                          self._values_out(self._values[slots]))
@@ -534,6 +529,3 @@ class ModelBackend(Backend):
         arrays = (self._keys, self._values, self._valid, self._rule_valid, self._rule_match,
                   self._rule_mask, self._rule_prio, self._rule_values, self._rule_hits)
         return sum(a.nbytes for a in arrays)
-
-
-register_backend("model", ModelBackend)

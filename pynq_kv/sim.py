@@ -33,7 +33,6 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, Union
 
-from .backend import register_backend
 from .errors import KVError
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -621,8 +620,6 @@ def rtl_backend(geometry):
         device.close()
         raise
 
-
-register_backend("rtl", rtl_backend)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pynq_kv.errors import InvalidRule, KeyFormatError, ValueFormatError
-from pynq_kv.layout import Field, FieldLayout
+from pynq_kv.layout import Field, FieldLayout, parse_field_values, parse_layout_spec
 from pynq_kv.ranges import range_to_ternary
 from pynq_kv.rules import Rule, Ternary
 
@@ -514,3 +514,43 @@ def test_non_ascii_digits_in_a_prefix_length_are_an_invalid_rule(spec: str) -> N
     layout = FieldLayout(288, [("m", "mac")])
     with pytest.raises(InvalidRule, match="bad prefix length"):
         layout.rule(1, b"x", m=spec)
+
+
+# -- layouts and field values written as text (CLI, serve, admin API) -------------------------
+
+
+def test_layout_spec_text():
+    assert parse_layout_spec(" src_ip : ipv4,dst_port:port, flow:20,tag:bytes:4,") == [
+        ("src_ip", "ipv4"), ("dst_port", "port"), ("flow", 20), ("tag", "bytes:4")]
+    layout = FieldLayout.from_spec(288, "src_ip:ipv4,flow:20")
+    assert layout == FieldLayout(288, [("src_ip", "ipv4"), ("flow", "uint:20")])
+    assert [f.width for f in layout.fields] == [32, 20]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("src_ip", "'src_ip' is not name:type"),
+    ("src_ip:ipv4,:port", "':port' is not name:type"),
+    ("a:", "is not name:type"),
+    (" , ", "empty layout"),
+])
+def test_bad_layout_specs(spec, message):
+    with pytest.raises(KeyFormatError, match=message):
+        parse_layout_spec(spec)
+
+
+def test_layout_spec_types_are_checked_by_the_layout():
+    with pytest.raises(KeyFormatError, match="unknown type 'ipv5'"):
+        FieldLayout.from_spec(288, "a:ipv5")
+    with pytest.raises(KeyFormatError, match="need 300 bits"):
+        FieldLayout.from_spec(288, "a:300")
+
+
+def test_field_values_text():
+    assert parse_field_values(["src_ip = 10.0.0.0/8", "dst_port=1000-2000", "tag="]) == {
+        "src_ip": "10.0.0.0/8", "dst_port": "1000-2000", "tag": ""}
+    with pytest.raises(ValueError, match="is not name=value"):
+        parse_field_values(["src_ip"])
+    with pytest.raises(ValueError, match="is not name=value"):
+        parse_field_values(["=1"])
+    with pytest.raises(ValueError, match="'a' is given twice"):
+        parse_field_values(["a=1", "a=2"])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pynq_kv.errors import GeometryError
-from pynq_kv.serve.config import ConfigError, ServeConfig, build_config, is_loopback, load_config_file
+from pynq_kv.serve.config import ConfigError, ServeConfig, build_config, load_config_file
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -85,16 +85,18 @@ def test_non_loopback_bind_needs_token_and_password(monkeypatch: pytest.MonkeyPa
     assert config.public()["admin_token"] == "(set)" and "zq-t0ken-91" not in repr(config.public())
 
 
-def test_loopback_detection() -> None:
-    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
-    assert is_loopback("127.1.2.3")
-    assert not is_loopback("0.0.0.0") and not is_loopback("10.0.0.1") and not is_loopback("example.org")
+@pytest.mark.parametrize("bind", ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"])
+def test_loopback_binds_need_no_secrets(bind: str) -> None:
+    assert build_config({}, {"bind": bind}).bind == bind
 
 
 def test_layout_setting_builds_a_field_layout() -> None:
     config = ServeConfig(layout="src_ip:ipv4, dst_port:port")
     layout = config.make_layout(288)
     assert layout is not None and [f.name for f in layout.fields] == ["src_ip", "dst_port"]
+    # the same spec language as the CLI's --layout, numeric widths included
+    layout = ServeConfig(layout="src_ip:ipv4,flow:20").make_layout(288)
+    assert layout is not None and [f.type for f in layout.fields] == ["ipv4", "uint:20"]
 
 
 def test_resp_limits_come_from_the_resp_table_and_flags(tmp_path: Path) -> None:

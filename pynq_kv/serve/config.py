@@ -6,7 +6,6 @@ can say a file can say, and one validation covers both.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -18,14 +17,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from ..errors import KVError
+from ..backend import available_backends
+from ..errors import KeyFormatError, KVError
 from ..geometry import Geometry
+from ..keys import VALUE_KINDS
 from ..layout import FieldLayout
+from ..net.addr import is_loopback
+from ..options import GEOMETRY_KEYS, EngineOptions
 
 FRONTENDS = ("resp", "udp", "admin")
-BACKENDS = ("model", "rtl", "pynq", "xrt")
-GEOMETRY_KEYS = ("key_width", "value_width", "ways", "rows", "stash", "rules", "prio_width",
-                 "hash_seed")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
 # name -> (type, smallest allowed value). Timeouts of 0 mean "never".
 RESP_LIMITS: dict[str, tuple[type, float]] = {
@@ -65,25 +65,25 @@ class ServeConfig:
     def enabled(self, frontend: str) -> bool:
         return frontend not in self.disable
 
+    def engine_options(self) -> EngineOptions:
+        """Backend, geometry, value kind and layout: the engine these settings describe."""
+        return EngineOptions(self.backend, self.geometry, self.value_kind, self.layout)
+
     def make_geometry(self) -> Geometry:
-        return Geometry(**self.geometry)
+        return self.engine_options().make_geometry()
 
     def make_layout(self, key_width: int) -> Optional[FieldLayout]:
         """The FieldLayout of "name:type,name:type" (rules and lookups by field), or None."""
-        if not self.layout:
-            return None
-        pairs = []
-        for item in self.layout.split(","):
-            name, sep, kind = item.strip().partition(":")
-            if not sep:
-                raise ConfigError(f"layout field {item!r} is not name:type")
-            pairs.append((name.strip(), kind.strip()))
-        return FieldLayout(key_width, pairs)
+        try:
+            return self.engine_options().make_layout(key_width)
+        except KeyFormatError as exc:
+            raise ConfigError(str(exc)) from None
 
     def validate(self) -> None:
         """Refuse what would start a broken or unsafe appliance, with the reason."""
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.backend not in available_backends():
+            raise ConfigError(f"backend must be one of {', '.join(available_backends())}, "
+                              f"got {self.backend!r}")
         unknown = [f for f in self.disable if f not in FRONTENDS]
         if unknown:
             raise ConfigError(f"cannot disable {', '.join(unknown)}: front-ends are "
@@ -96,14 +96,11 @@ class ServeConfig:
                 raise ConfigError(f"{name} must be 0..65535, got {port!r}")
         if self.save_interval < 0:
             raise ConfigError("save_interval must be >= 0 seconds (0 = only at shutdown)")
-        if self.value_kind not in ("bytes", "int"):
-            raise ConfigError(f"value_kind must be bytes or int, got {self.value_kind!r}")
-        unknown = [k for k in self.geometry if k not in GEOMETRY_KEYS]
-        if unknown:
-            raise ConfigError(f"unknown geometry key(s) {', '.join(unknown)} "
-                              f"(known: {', '.join(GEOMETRY_KEYS)})")
+        if self.value_kind not in VALUE_KINDS:
+            raise ConfigError(f"value_kind must be one of {', '.join(VALUE_KINDS)}, "
+                              f"got {self.value_kind!r}")
         self._validate_resp_limits()
-        geometry = self.make_geometry()  # GeometryError names the bad field
+        geometry = self.make_geometry()  # GeometryError names the bad or unknown field
         self.make_layout(geometry.key_width)
         if not is_loopback(self.bind):
             if self.enabled("admin") and not self.admin_token:
@@ -132,15 +129,6 @@ class ServeConfig:
             out[secret] = "(set)" if out[secret] else None
         out["state"] = str(self.state) if self.state else None
         return out
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def load_config_file(path: Path) -> dict[str, Any]:

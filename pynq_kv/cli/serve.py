@@ -1,0 +1,97 @@
+"""``pynq-kv serve``: the appliance (Redis, memcached-UDP and admin front-ends over one engine)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import click
+
+from .common import CLIError, config_of, describe
+
+# -- serve -----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="PYNQ_KV_CONFIG", metavar="FILE",
+              help="TOML file with the same settings as the flags (flags win) [env PYNQ_KV_CONFIG].")
+@click.option("--bind", default=None, metavar="ADDR",
+              help="Address every front-end listens on [default 127.0.0.1].")
+@click.option("--resp-port", type=int, default=None, help="Redis (RESP) TCP port [default 6380].")
+@click.option("--udp-port", type=int, default=None,
+              help="memcached UDP port (binary and text protocol) [default 11211].")
+@click.option("--admin-port", type=int, default=None, help="Admin REST/dashboard port [default 8080].")
+@click.option("--disable", multiple=True, type=click.Choice(["resp", "udp", "admin"]),
+              help="Do not start this front-end (repeatable).")
+@click.option("--save-interval", type=float, default=None, metavar="SECONDS",
+              help="With a state file: save it this often, 0 = only at shutdown [default 60].")
+@click.option("--requirepass", default=None, metavar="PASSWORD",
+              help="Password for RESP AUTH [env PYNQ_KV_REQUIREPASS]; required off loopback.")
+@click.option("--admin-token", default=None, metavar="TOKEN",
+              help="Bearer token for mutating admin routes [env PYNQ_KV_ADMIN_TOKEN]; "
+                   "required off loopback.")
+@click.option("--layout", default=None, envvar="PYNQ_KV_LAYOUT", metavar="SPEC",
+              help="Field layout for rules and lookups by field, e.g. 'src_ip:ipv4,dst_port:port'.")
+@click.option("--maxclients", "max_clients", type=int, default=None, metavar="N",
+              help="RESP: most clients at once, then '-ERR max number of clients reached' "
+                   "[default 10000; other limits: the config file's [resp] table].")
+@click.option("--timeout", "idle_timeout", type=float, default=None, metavar="SECONDS",
+              help="RESP: close a client idle this long, 0 = never (Redis' timeout) [default 0].")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default=None, help="Log level [default info].")
+@click.pass_context
+def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
+          resp_port: Optional[int], udp_port: Optional[int], admin_port: Optional[int],
+          disable: tuple[str, ...], save_interval: Optional[float], requirepass: Optional[str],
+          admin_token: Optional[str], layout: Optional[str], max_clients: Optional[int],
+          idle_timeout: Optional[float], log_level: Optional[str]) -> None:
+    """Run the appliance: Redis, memcached-UDP and admin front-ends over one engine.
+
+    \b
+    Backend and geometry come from the global options (pynq-kv --backend rtl --rows 1024 serve)
+    or the config file. The tables live in memory unless a state file is given with the global
+    --state option or `state = "..."` in the config file: then serve loads it at start and saves
+    it periodically and at shutdown. Stop with Ctrl-C or SIGTERM (graceful: nothing is lost).
+    """
+    import asyncio
+    import logging
+
+    from ..serve.app import serve as run_appliance
+    from ..serve.config import build_config, load_config_file
+
+    cfg = config_of(ctx)
+    parent = ctx.parent
+    assert parent is not None
+    flags: dict[str, Any] = {}
+
+    def explicit(name: str) -> bool:
+        return parent.get_parameter_source(name) not in (
+            click.core.ParameterSource.DEFAULT, None)
+
+    if explicit("backend"):
+        flags["backend"] = cfg.backend
+    if explicit("state"):
+        flags["state"] = cfg.state
+    if cfg.value_kind:
+        flags["value_kind"] = cfg.value_kind
+    if cfg.geometry:
+        flags["geometry"] = dict(cfg.geometry)
+    given = {"bind": bind, "resp_port": resp_port, "udp_port": udp_port, "admin_port": admin_port,
+             "save_interval": save_interval, "requirepass": requirepass,
+             "admin_token": admin_token, "layout": layout, "log_level": log_level}
+    flags.update({k: v for k, v in given.items() if v is not None})
+    resp_limits = {"max_clients": max_clients, "idle_timeout": idle_timeout}
+    if any(v is not None for v in resp_limits.values()):
+        flags["resp"] = {k: v for k, v in resp_limits.items() if v is not None}
+    if disable:
+        flags["disable"] = list(disable)
+    file_settings = load_config_file(config_file) if config_file else {}
+    config = build_config(file_settings, flags)
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(run_appliance(config))
+    except OSError as exc:
+        raise CLIError(f"cannot start: {describe(exc)}") from exc
