@@ -41,6 +41,16 @@ TEST_REQUIRES = [
     "scapy>=2.5",  # frames for the Ethernet front-end tests
 ]
 
+# The notebooks (notebooks/*.ipynb): a kernel, plots, progress bars as widgets.
+NOTEBOOK_REQUIRES = [
+    "ipykernel>=6.20",
+    "matplotlib>=3.7",
+    "ipywidgets>=8",
+]
+
+# tests/test_notebooks.py runs every notebook in a kernel, as nbclient does for `jupyter execute`.
+TEST_REQUIRES += NOTEBOOK_REQUIRES + ["nbclient>=0.8", "nbformat>=5.7"]
+
 # The PYNQ driver (pynq_kv.pynq_driver). Only pynq 4.0.0 is tested; it pins numpy 1.26 and pulls
 # grpcio(-tools) 1.64.0, which has wheels up to CPython 3.12.
 PYNQ_REQUIRES = ["pynq==4.0.0"]
@@ -84,6 +94,7 @@ setup(
         "test": TEST_REQUIRES,
         "dev": DEV_REQUIRES,
         "pynq": PYNQ_REQUIRES,
+        "notebooks": NOTEBOOK_REQUIRES,
     },
     entry_points={
         "console_scripts": [
