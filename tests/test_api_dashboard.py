@@ -14,6 +14,7 @@ import pytest
 import uvicorn
 
 from api_support import LAYOUT, small_appliance
+from chromium import Browser, label_pairs
 from pynq_kv_api.main import create_app
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -94,6 +95,25 @@ def test_dashboard_shows_the_engine_counters(served, tmp_path):
     assert texts["hit-rate"] == "75.0 %"
     assert texts["rule-1-hits"] == "2" and texts["rule-1-name"] == "web"
     assert texts["backend"] == "model" and texts["status"].startswith("live")
+
+
+def test_frontend_figures_sit_next_to_their_own_labels(served, tmp_path):
+    """Each front-end counter is read off the page where a reader looks for it: on its label's
+    line. (A heading inside the two-column grid once moved every number one label along.)"""
+    url, appliance = served
+    appliance.register_frontend("bench", lambda: {"alpha": 11, "beta": 22, "gamma": {"x": 33}})
+    with Browser(tmp_path / "profile") as browser:
+        browser.goto(url)
+        browser.wait_for("!!document.querySelector('#frontend-bench')")
+        pairs = label_pairs(browser, "dd", "dt", "[id^=frontend-]")
+    shown = {(p["scope"], p["label"]): p["figure"] for p in pairs}
+    assert {k: v for k, v in shown.items() if k[0] == "frontend-bench"} == {
+        ("frontend-bench", "alpha"): "11", ("frontend-bench", "beta"): "22",
+        ("frontend-bench", "gamma.x"): "33"}, pairs
+    admin = {label: figure for (scope, label), figure in shown.items() if scope == "frontend-admin"}
+    assert set(admin) == {"requests", "responses_2xx", "imports_running", "imports_done",
+                          "imports_failed"}, pairs
+    assert all(figure.isdigit() for figure in admin.values()), pairs
 
 
 def test_docs_page_renders_without_a_cdn(served, tmp_path):

@@ -52,11 +52,14 @@ function showFrontends(frontends) {
   const box = document.getElementById("frontends");
   const names = Object.keys(frontends).sort();
   box.replaceChildren(...names.map((name) => {
-    const list = document.createElement("dl");
-    list.id = `frontend-${name}`;
+    // The heading sits outside the <dl>: inside its two-column grid it would take a cell and
+    // push every figure onto the next label.
+    const panel = document.createElement("div");
+    panel.id = `frontend-${name}`;
     const title = document.createElement("h3");
     title.textContent = name;
-    list.appendChild(title);
+    const list = document.createElement("dl");
+    panel.append(title, list);
     for (const [key, value] of flatten(frontends[name], "", [])) {
       const term = document.createElement("dt");
       term.textContent = key;
@@ -64,7 +67,7 @@ function showFrontends(frontends) {
       data.textContent = String(value);
       list.append(term, data);
     }
-    return list;
+    return panel;
   }));
   if (!names.length) box.textContent = "none registered";
 }
