@@ -89,10 +89,12 @@ def test_dashboard_shows_the_engine_counters(served, tmp_path):
     assert texts.get("polls", "0") != "0", (
         f"the page never polled:\n{result.stdout[:2000]}\n{result.stderr[-2000:]}")
     stats = appliance.engine.stats()
-    assert texts["occupancy-used"] == str(len(appliance.engine)) == "7"
-    assert texts["lookups"] == str(stats["lookups"]) == "4"
-    assert texts["rule-hits"] == "2" and texts["exact-hits"] == "1" and texts["misses"] == "1"
-    assert texts["hit-rate"] == "75.0 %"
+    assert texts["counter-occupancy"] == str(len(appliance.engine)) == "7"
+    assert texts["tile-occupancy-sub"] == "7 of 264 slots"
+    assert texts["counter-lookups"] == str(stats["lookups"]) == "4"
+    assert texts["counter-rule_hits"] == "2" and texts["counter-exact_hits"] == "1"
+    assert texts["counter-misses"] == "1"
+    assert texts["tile-hit-ratio"] == "75.0 %" and texts["tile-rule-hits"] == "2"
     assert texts["rule-1-hits"] == "2" and texts["rule-1-name"] == "web"
     assert texts["backend"] == "model" and texts["status"].startswith("live")
 
@@ -105,14 +107,15 @@ def test_frontend_figures_sit_next_to_their_own_labels(served, tmp_path):
     with Browser(tmp_path / "profile") as browser:
         browser.goto(url)
         browser.wait_for("!!document.querySelector('#frontend-bench')")
-        pairs = label_pairs(browser, "dd", "dt", "[id^=frontend-]")
+        pairs = label_pairs(browser, ".figure", ".label", "#frontends table")
     shown = {(p["scope"], p["label"]): p["figure"] for p in pairs}
-    assert {k: v for k, v in shown.items() if k[0] == "frontend-bench"} == {
-        ("frontend-bench", "alpha"): "11", ("frontend-bench", "beta"): "22",
-        ("frontend-bench", "gamma.x"): "33"}, pairs
-    admin = {label: figure for (scope, label), figure in shown.items() if scope == "frontend-admin"}
-    assert set(admin) == {"requests", "responses_2xx", "imports_running", "imports_done",
-                          "imports_failed"}, pairs
+    assert {k: v for k, v in shown.items() if k[0] == "frontend-bench-counters"} == {
+        ("frontend-bench-counters", "alpha"): "11", ("frontend-bench-counters", "beta"): "22",
+        ("frontend-bench-counters", "gamma.x"): "33"}, pairs
+    admin = {label: figure for (scope, label), figure in shown.items()
+             if scope == "frontend-admin-counters"}
+    assert set(admin) == {"requests", "responses 2xx", "imports running", "imports done",
+                          "imports failed"}, pairs
     assert all(figure.isdigit() for figure in admin.values()), pairs
 
 
