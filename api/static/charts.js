@@ -52,7 +52,7 @@ function drawTimeSeries(svg, legend, times, series, windowSeconds, options = {})
     return { ...s, low: options.stacked ? low : times.map(() => 0), high };
   });
   const peak = Math.max(0, ...bands.flatMap((b) => b.high.filter((v) => v !== null)));
-  const yTop = options.yMax ?? niceCeiling(peak);
+  const yTop = options.yMax ?? 4 * niceCeiling(peak / 4); // four round steps up the axis
   const y = (v) => top + (height - top - bottom) * (1 - Math.min(v, yTop) / yTop);
 
   const parts = [];
