@@ -164,7 +164,7 @@ function keyValueRows(table, entries, idPrefix) {
     label.className = "label";
     label.textContent = humanize(key);
     const figure = document.createElement("td");
-    figure.className = "figure";
+    figure.className = typeof value === "number" || typeof value === "bigint" ? "figure number" : "figure";
     figure.textContent = format(value);
     if (idPrefix) figure.id = `${idPrefix}${key}`;
     row.append(label, figure);
