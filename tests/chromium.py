@@ -22,7 +22,16 @@ from typing import Any, Optional
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run", "--hide-scrollbars", "--remote-debugging-pipe"]
+         "--no-first-run", "--hide-scrollbars"]
+
+
+def dump_dom(url: str, profile: Path, budget_ms: int = 5000) -> subprocess.CompletedProcess:
+    """The page's DOM after budget_ms of virtual time (timers run, fetches answered): stdout."""
+    if CHROMIUM is None:
+        raise ChromiumError("chromium is not installed (apt-packages.txt)")
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}",
+                           f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
+                          capture_output=True, text=True, timeout=90)
 
 
 class ChromiumError(RuntimeError):
@@ -49,8 +58,8 @@ class Browser:
         log = self.log.open("wb")
 
         self.proc = subprocess.Popen(
-            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}",
-             "about:blank"],
+            [CHROMIUM, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}",
+             f"--window-size={width},{height}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             preexec_fn=wire_pipes, close_fds=False)
         log.close()

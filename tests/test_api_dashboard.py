@@ -1,11 +1,10 @@
 """The dashboard in a real browser: headless Chromium loads / from uvicorn, its script polls
-/v1/stats, and the counters it writes into the page match the engine's."""
+/v1/stats, and the counters it writes into the page match the engine's, each beside its own
+label. (tests/test_dashboard_live.py does the same against `pynq-kv serve` under load.)"""
 
 from __future__ import annotations
 
-import shutil
 import socket
-import subprocess
 import threading
 import time
 from html.parser import HTMLParser
@@ -14,10 +13,9 @@ import pytest
 import uvicorn
 
 from api_support import LAYOUT, small_appliance
-from chromium import Browser, label_pairs
+from chromium import CHROMIUM, Browser, dump_dom, label_pairs
 from pynq_kv_api.main import create_app
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-packages.txt)")
 
 
@@ -78,11 +76,7 @@ def served(tmp_path):
 
 def test_dashboard_shows_the_engine_counters(served, tmp_path):
     url, appliance = served
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--virtual-time-budget=5000", "--dump-dom", url],
-        capture_output=True, text=True, timeout=90)
+    result = dump_dom(url, tmp_path / "profile")
     parser = _Texts()
     parser.feed(result.stdout)
     texts = parser.texts
@@ -122,11 +116,7 @@ def test_frontend_figures_sit_next_to_their_own_labels(served, tmp_path):
 def test_docs_page_renders_without_a_cdn(served, tmp_path):
     """Swagger UI renders the API's routes from files this server serves (no internet here)."""
     url, _ = served
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--virtual-time-budget=5000", "--dump-dom", url + "docs"],
-        capture_output=True, text=True, timeout=90)
+    result = dump_dom(url + "docs", tmp_path / "profile")
     dom = result.stdout
     assert 'class="swagger-ui' in dom and "pynq-kv admin" in dom, (
         f"Swagger UI did not render:\n{dom[:2000]}\n{result.stderr[-2000:]}")
