@@ -60,7 +60,7 @@ function duration(seconds) {
 
 const humanize = (key) => key.replaceAll("_", " ");
 
-// JSON with integers beyond 2^53 (a 64-bit hash seed) kept exact as BigInt.
+// JSON with integers beyond 2^53 (a 64-bit hash seed) kept exact as BigInt, for display only.
 function parseJson(text) {
   return JSON.parse(text, (key, value, context) =>
     typeof value === "number" && Number.isInteger(value) && !Number.isSafeInteger(value) && context?.source
@@ -152,9 +152,9 @@ function chart(id, series, options = {}) {
   const figure = $(id);
   const times = samples.map((s) => s.t);
   const span = times.length ? times[times.length - 1] - times[0] : 0;
-  const window = Math.min(HISTORY_SECONDS, Math.max(MIN_WINDOW_SECONDS, Math.ceil(span / 10) * 10));
-  $("window").textContent = window >= 60 ? `${window / 60} min` : `${window} s`;
-  drawTimeSeries(figure.querySelector("svg"), figure.querySelector(".legend"), times, series, window, options);
+  const shown = Math.min(HISTORY_SECONDS, Math.max(MIN_WINDOW_SECONDS, Math.ceil(span / 10) * 10));
+  $("window").textContent = shown >= 60 ? `${shown / 60} min` : `${shown} s`;
+  drawTimeSeries(figure.querySelector("svg"), figure.querySelector(".legend"), times, series, shown, options);
 }
 
 function keyValueRows(table, entries, idPrefix) {
@@ -336,7 +336,7 @@ async function poll() {
   busy = true;
   try {
     const [statsText, metricsText] = await Promise.all([fetchText("v1/stats"), fetchText("metrics")]);
-    const stats = parseJson(statsText);
+    const stats = JSON.parse(statsText); // plain numbers: rates are computed from these
     const previous = samples[samples.length - 1];
     if (previous && (stats.reloads !== previous.reloads || stats.uptime < previous.t)) samples = []; // counters restarted
     samples.push({ t: stats.uptime, reloads: stats.reloads, stats, latency: parseLatency(metricsText),
