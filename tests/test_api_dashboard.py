@@ -4,6 +4,7 @@ label. (tests/test_dashboard_live.py does the same against `pynq-kv serve` under
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -111,6 +112,24 @@ def test_frontend_figures_sit_next_to_their_own_labels(served, tmp_path):
     reported = {key.replace("_", " ") for key in appliance.frontend_stats()["admin"]}
     assert {"requests", "responses 2xx", "imports running"} <= set(admin) <= reported, pairs
     assert all(figure.isdigit() for figure in admin.values()), pairs
+
+
+def test_latency_quantiles_read_like_prometheus(served, tmp_path):
+    """The page's quantiles of the requests between two scrapes of the latency histogram
+    interpolate inside a bucket and stop at the last finite bound, as histogram_quantile."""
+    url, _ = served
+    before = {"buckets": [[0.001, 4], [0.01, 4], ["Infinity", 4]], "count": 4, "sum": 0}
+    after = {"buckets": [[0.001, 14], [0.01, 24], ["Infinity", 34]], "count": 34, "sum": 1}
+    with Browser(tmp_path / "profile") as browser:
+        browser.goto(url)
+        got = browser.evaluate(
+            f"(() => {{ const fix = (h) => ({{...h, buckets: h.buckets.map(([le, n]) => [Number(le), n])}});"
+            f" const b = fix({json.dumps(before)}), a = fix({json.dumps(after)});"
+            f" return [0.3, 0.5, 0.99].map((q) => quantile(q, b, a)).concat([quantile(0.5, a, a)]); }})()")
+    assert got[0] == pytest.approx(0.0009)  # rank 9 of 30: 9/10 of the first bucket
+    assert got[1] == pytest.approx(0.0055)  # rank 15: half-way through (0.001, 0.01]
+    assert got[2] == pytest.approx(0.01)  # in the +Inf bucket: its lower bound
+    assert got[3] is None  # no request between the two scrapes
 
 
 def test_docs_page_renders_without_a_cdn(served, tmp_path):

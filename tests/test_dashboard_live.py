@@ -196,7 +196,7 @@ def test_dashboard_of_a_loaded_appliance(appliance: Served, tmp_path: Path) -> N
     assert peak("chart-frontends", "udp") > 0 and peak("chart-frontends", "admin") > 0
     assert peak("chart-outcomes", "exact hits") > SETS_PER_SECOND / 2
     assert peak("chart-outcomes", "misses") > 0 and peak("chart-outcomes", "rule hits") > 0
-    assert 0 < peak("chart-hit-ratio", "per second") <= 1
+    assert 0 < peak("chart-hit-ratio", "each second") <= 1
     assert series["chart-hit-ratio"]["since start"][-1] == pytest.approx(stats["hit_rate"])
     assert series["chart-occupancy"]["entries"][-1] == stats["occupancy"]["used"]
     assert 0 < peak("chart-latency", "p50") <= peak("chart-latency", "p99")

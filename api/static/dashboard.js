@@ -290,7 +290,7 @@ function render() {
     return dl > 0 ? (hits[i] - hits[i - 1]) / dl : null;
   });
   chart("chart-hit-ratio", [
-    { name: "per second", color: "#3ecf8e", values: intervalRatio },
+    { name: "each second", color: "#3ecf8e", values: intervalRatio },
     { name: "since start", color: "#8a97a8", values: samples.map((s) => s.stats.hit_rate) },
   ], { yMax: 1, format: (v) => `${Math.round(100 * v)} %` });
   chart("chart-occupancy", [
