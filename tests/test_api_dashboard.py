@@ -8,6 +8,7 @@ import json
 import socket
 import threading
 import time
+import urllib.request
 from html.parser import HTMLParser
 
 import pytest
@@ -130,6 +131,21 @@ def test_latency_quantiles_read_like_prometheus(served, tmp_path):
     assert got[1] == pytest.approx(0.0055)  # rank 15: half-way through (0.001, 0.01]
     assert got[2] == pytest.approx(0.01)  # in the +Inf bucket: its lower bound
     assert got[3] is None  # no request between the two scrapes
+
+
+def test_a_reload_restarts_the_history_and_rereads_the_overlay(served, tmp_path):
+    """Counters restart from zero after a reload: the page must not draw that drop as a rate."""
+    url, _ = served
+    series = "JSON.parse(document.querySelector('#chart-outcomes svg').dataset.series ?? '{}')"
+    with Browser(tmp_path / "profile") as browser:
+        browser.goto(url)
+        browser.wait_for(f"({series}).misses?.length >= 3")
+        request = urllib.request.Request(url + "v1/overlay/reload", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        browser.wait_for("document.getElementById('overlay-main-reloads')?.textContent === '1'")
+        misses = browser.evaluate(f"({series}).misses")
+    assert len(misses) <= 2 and all(v in (None, 0) for v in misses), misses
 
 
 def test_docs_page_renders_without_a_cdn(served, tmp_path):

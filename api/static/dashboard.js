@@ -185,7 +185,7 @@ function keyValueTable(id, entries) {
   const table = document.createElement("table");
   table.className = "kv";
   table.id = id;
-  keyValueRows(table, entries);
+  keyValueRows(table, entries, `${id}-`);
   return table;
 }
 
