@@ -5,6 +5,7 @@
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
+const HOVER_PIXELS = 24; // the pointer picks the sample within this distance
 
 function svgElement(name, attributes) {
   const element = document.createElementNS(SVG_NS, name);
@@ -94,10 +95,12 @@ function drawTimeSeries(svg, legend, times, series, windowSeconds, options = {})
                                       "data-series": band.name, "data-points": points });
     parts.push(path);
   }
+  const cursor = svgElement("line", { y1: top, y2: height - bottom, class: "cursor", visibility: "hidden" });
+  parts.push(cursor);
   svg.replaceChildren(...parts);
   svg.dataset.series = JSON.stringify(recorded);
 
-  legend.replaceChildren(...series.map((s) => {
+  const figures = series.map((s) => {
     const item = document.createElement("span");
     item.className = "item";
     const swatch = document.createElement("i");
@@ -105,11 +108,37 @@ function drawTimeSeries(svg, legend, times, series, windowSeconds, options = {})
     const name = document.createElement("span");
     name.className = "label";
     name.textContent = s.name;
-    const last = [...s.values].reverse().find((v) => v !== null);
     const value = document.createElement("b");
     value.className = "figure";
-    value.textContent = last === undefined ? "–" : format(last);
     item.append(swatch, name, value);
-    return item;
-  }));
+    return [item, value];
+  });
+  const when = document.createElement("span");
+  when.className = "when";
+  legend.replaceChildren(...figures.map(([item]) => item), when);
+
+  // The legend shows the latest figures, or those under the pointer; the pointer's position
+  // survives the redraw of the next poll.
+  const show = (pointerX) => {
+    let index = -1;
+    if (pointerX !== null && times.length) {
+      index = times.reduce((best, t, i) => (Math.abs(x(t) - pointerX) < Math.abs(x(times[best]) - pointerX) ? i : best), 0);
+      if (Math.abs(x(times[index]) - pointerX) > HOVER_PIXELS) index = -1; // nothing sampled there
+    }
+    figures.forEach(([, value], k) => {
+      const values = series[k].values;
+      const v = index >= 0 ? values[index] : [...values].reverse().find((w) => w !== null);
+      value.textContent = v === null || v === undefined ? "–" : format(v);
+    });
+    cursor.setAttribute("visibility", index >= 0 ? "visible" : "hidden");
+    if (index >= 0) cursor.setAttribute("x1", x(times[index]));
+    if (index >= 0) cursor.setAttribute("x2", x(times[index]));
+    when.textContent = index >= 0 ? `${(now - times[index]).toFixed(0)} s ago` : "";
+  };
+  svg.onmousemove = (event) => {
+    svg.dataset.pointer = event.clientX - svg.getBoundingClientRect().left;
+    show(Number(svg.dataset.pointer));
+  };
+  svg.onmouseleave = () => { delete svg.dataset.pointer; show(null); };
+  show(svg.dataset.pointer === undefined ? null : Number(svg.dataset.pointer));
 }
