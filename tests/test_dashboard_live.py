@@ -110,6 +110,25 @@ def last_response_body(browser: Browser, suffix: str) -> Any:
     return json.loads(body["body"])
 
 
+def hover_point(browser: Browser, chart: str, name: str, k: int) -> dict[str, str]:
+    """Point at the k-th plotted point of one line; returns the legend's texts by label."""
+    where = browser.evaluate(
+        f"(() => {{ const svg = document.querySelector('#{chart} svg');"
+        f" const d = svg.querySelector('path.line[data-series=\"{name}\"]').getAttribute('d');"
+        f" const [x, y] = d.split(/[ML]/).filter(Boolean)[{k}].split(',').map(Number);"
+        f" const box = svg.getBoundingClientRect(); return [box.x + x, box.y + y]; }})()")
+    browser.call("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": where[0], "y": where[1]})
+    return browser.evaluate(
+        f"Object.fromEntries([...document.querySelectorAll('#{chart} .legend .item')].map("
+        f"i => [i.querySelector('.label').textContent, i.querySelector('.figure').textContent])"
+        f".concat([['when', document.querySelector('#{chart} .legend .when').textContent]]))")
+
+
+def short_number(text: str) -> float:
+    scale = {"k": 1e3, "M": 1e6}.get(text[-1:], 1.0)
+    return float(text.rstrip("kM")) * scale
+
+
 def test_dashboard_of_a_loaded_appliance(appliance: Served, tmp_path: Path) -> None:
     ports = appliance.ports
     for name, priority, match in (("https", 5, {"dst_port": 443}), ("lan", 3, {"src_ip": "10.0.0.0/8"})):
@@ -141,6 +160,9 @@ def test_dashboard_of_a_loaded_appliance(appliance: Served, tmp_path: Path) -> N
             f"document.querySelector('#{chart} svg').dataset.series"))
             for chart in ("chart-frontends", "chart-outcomes", "chart-hit-ratio",
                           "chart-occupancy", "chart-latency", "chart-rules")}
+        resp = [v for v in series["chart-frontends"]["resp"] if v is not None]
+        busiest = resp.index(max(resp))
+        hovered = hover_point(browser, "chart-frontends", "resp", busiest)
         points = browser.evaluate(
             "Object.fromEntries([...document.querySelectorAll('svg path.line')].map("
             "p => [p.closest('figure').id + '/' + p.dataset.series, Number(p.dataset.points)]))")
@@ -201,6 +223,9 @@ def test_dashboard_of_a_loaded_appliance(appliance: Served, tmp_path: Path) -> N
     assert series["chart-occupancy"]["entries"][-1] == stats["occupancy"]["used"]
     assert 0 < peak("chart-latency", "p50") <= peak("chart-latency", "p99")
     assert peak("chart-rules", "https") > 0 and peak("chart-rules", "lan") > 0
+    # pointing at the busiest second shows its figure, not the quiet latest one
+    assert short_number(hovered["resp"]) == pytest.approx(resp[busiest], rel=0.05), hovered
+    assert resp[-1] < 0.5 * resp[busiest] and hovered["when"].endswith(" s ago"), hovered
     for chart, values in series.items():
         for name in values:
             if peak(chart, name) > 0:
