@@ -33,7 +33,7 @@ import sys
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Mapping, Sequence, Union
 
 from . import toolchain
 from .backend import register_backend
@@ -41,7 +41,7 @@ from .errors import KVError
 
 HW_PACKAGE = "pynq_kv.hw"  # the repository's hw/ folder, installed as package data (setup.py)
 
-ABI_VERSION = 2          # kvsim_abi_version() of kv_sim.cpp this module speaks
+ABI_VERSION = 3          # kvsim_abi_version() of kv_sim.cpp this module speaks
 BUILD_FORMAT = 1         # bump when the build recipe below changes (part of the cache key)
 LIB_NAME = "libkvsim.so"
 BUILD_TIMEOUT = 1800     # seconds for one Verilator build
@@ -325,7 +325,6 @@ def _build(top: str, srcs: list[Path], params: dict, include_dirs: list[Path],
 # running
 
 _U32P = ctypes.POINTER(ctypes.c_uint32)
-_INTP = ctypes.POINTER(ctypes.c_int)
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -340,10 +339,6 @@ def _load(path: Path) -> ctypes.CDLL:
         "kvsim_cycles": ([ctypes.c_void_p], ctypes.c_uint64),
         "kvsim_write": ([ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32], ctypes.c_int),
         "kvsim_read": ([ctypes.c_void_p, ctypes.c_uint32, _U32P], ctypes.c_int),
-        "kvsim_write_many": ([ctypes.c_void_p, _U32P, _U32P, ctypes.c_int, _INTP], ctypes.c_int),
-        "kvsim_read_many": ([ctypes.c_void_p, _U32P, _U32P, ctypes.c_int, _INTP], ctypes.c_int),
-        "kvsim_poll": ([ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
-                        ctypes.c_int, _U32P], ctypes.c_int),
         "kvsim_eth_width": ([ctypes.c_void_p], ctypes.c_int),
         "kvsim_eth_send": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int], ctypes.c_int),
         "kvsim_eth_rx_pending": ([ctypes.c_void_p], ctypes.c_uint32),
@@ -481,60 +476,6 @@ class SimDevice:
         if resp:
             self._fail("write", offset, resp)
 
-    # -- batches (one ctypes call each) ------------------------------------------------------
-    def write_many(self, writes: Iterable[tuple[int, int]]) -> None:
-        """write32 of every (offset, value) in order, in one call into the model."""
-        pairs = [(_check_offset(o), _check_value(v)) for o, v in writes]
-        n = len(pairs)
-        if not n:
-            return
-        addrs = (ctypes.c_uint32 * n)(*(o for o, _ in pairs))
-        data = (ctypes.c_uint32 * n)(*(v for _, v in pairs))
-        resps = (ctypes.c_int * n)()
-        done = self._lib.kvsim_write_many(self._handle(), addrs, data, n, resps)
-        self._check_batch("write", [o for o, _ in pairs], resps, done, n)
-
-    def read_many(self, offsets: Sequence[int]) -> list[int]:
-        """read32 of every offset in order, in one call into the model."""
-        offs = [_check_offset(o) for o in offsets]
-        n = len(offs)
-        if not n:
-            return []
-        addrs = (ctypes.c_uint32 * n)(*offs)
-        data = (ctypes.c_uint32 * n)()
-        resps = (ctypes.c_int * n)()
-        done = self._lib.kvsim_read_many(self._handle(), addrs, data, n, resps)
-        self._check_batch("read", offs, resps, done, n)
-        return list(data)
-
-    def _check_batch(self, kind: str, offs: list[int], resps, done: int, n: int) -> None:
-        count = min(done, n) + (1 if done < n else 0)
-        for i in range(count):
-            if resps[i]:
-                self.last_resp = resps[i]
-                self._fail(kind, offs[i], resps[i])
-        self.last_resp = resps[count - 1] if count else OKAY
-
-    def poll(self, offset: int, mask: int, value: int, max_reads: int = 10_000) -> int | None:
-        """Read `offset` until (data & mask) == (value & mask); the matching data, or None
-        after max_reads reads. Bus errors raise as in read32 (whatever `strict` says: a poll
-        cannot go on past an error)."""
-        r = self._lib.kvsim_poll(self._handle(), _check_offset(offset), mask & 0xFFFFFFFF,
-                                 value & 0xFFFFFFFF, max_reads, self._word_p)
-        if r > 0:
-            self.last_resp = OKAY
-            return self._word.value
-        if r == 0:
-            return None
-        resp = TIMEOUT if r == TIMEOUT else -16 - r
-        self.last_resp = resp
-        strict, self.strict = self.strict, True
-        try:
-            self._fail("read (poll)", offset, resp)
-        finally:
-            self.strict = strict
-        return None  # pragma: no cover
-
     # -- Ethernet port (tops with s_axis_rx_* / m_axis_tx_*: kv_top) ------------------------
     @property
     def eth_width(self) -> int:
@@ -569,12 +510,6 @@ class SimDevice:
     def __repr__(self) -> str:
         state = "closed" if self._h is None else f"{self.cycles} cycles"
         return f"SimDevice({str(self.library)!r}, {state})"
-
-
-def open_device(top: str, sources: Sequence[PathLike], params: Mapping[str, ParamValue] | None = None,
-                **device_kw) -> SimDevice:
-    """build_library() then SimDevice()."""
-    return SimDevice(build_library(top, sources, params), **device_kw)
 
 
 # ---------------------------------------------------------------------------------------------
