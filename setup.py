@@ -70,7 +70,7 @@ class BuildPy(build_py):
     """build_py that installs hw/ for its data only: hw/tools.py and any other Python file
     there belong to the repository's hardware flow, not to the package."""
 
-    def find_package_modules(self, package, package_dir):
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
         modules = super().find_package_modules(package, package_dir)
         if package == HW_PACKAGE:
             modules = [m for m in modules if m[1] == "__init__"]
