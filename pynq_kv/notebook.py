@@ -10,6 +10,7 @@ clients at both and stop them again.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shutil
 import socket
@@ -64,33 +65,44 @@ class ServeProcess:
                  startup_timeout: float = 120.0) -> None:
         cmd = [sys.executable, "-m", "pynq_kv", *global_args, "serve", "--bind", "127.0.0.1",
                "--resp-port", "0", "--udp-port", "0", "--admin-port", "0", *serve_args]
+        self._started = False
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.banner: list[str] = []
         self.ports: dict[str, int] = {}
-        self.log: deque[str] = deque(maxlen=200)  # serve's latest log lines after the banner
+        self.log: deque[str] = deque(maxlen=200)  # serve's latest output, banner included
+        # serve keeps logging: a thread reads its output so that the pipe never fills, and
+        # start-up waits on it with a deadline even if serve hangs before its banner
+        lines: queue.Queue[Optional[str]] = queue.Queue()
+        self._reader = threading.Thread(target=self._read_output, args=(lines,), daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + startup_timeout
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:  # end of output, or the deadline
                 break
-            self.banner.append(line.rstrip("\n"))
+            self.banner.append(line)
             match = _BANNER.search(line)
             if match:
                 self.ports[_FRONTEND[match[2]]] = int(match[4])
             if _BANNER_END in line:
-                # serve keeps logging: read it in the background so its pipe never fills
-                self._reader = threading.Thread(target=self._read_log, daemon=True)
-                self._reader.start()
+                self._started = True
                 return
         self._kill()
+        self._reader.join(10)
         raise ServerError("pynq-kv serve did not start:\n" + "\n".join(self.banner))
 
-    def _read_log(self) -> None:
+    def _read_output(self, lines: "queue.Queue[Optional[str]]") -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
-            self.log.append(line.rstrip("\n"))
+            line = line.rstrip("\n")
+            self.log.append(line)
+            if not self._started:
+                lines.put(line)
+        lines.put(None)
 
     @property
     def admin_url(self) -> str:

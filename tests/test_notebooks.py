@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import socket
 import sys
+import time
 from pathlib import Path
 
+import httpx
 import nbformat
 import pytest
 import redis
@@ -85,8 +87,6 @@ def test_serve_process_starts_answers_and_stops():
         client = redis.Redis(port=served.ports["resp"], socket_timeout=10)
         assert client.set("k", "v") and client.get("k") == b"v"
         client.close()
-        import httpx
-
         assert httpx.get(served.admin_url + "/healthz", timeout=10).status_code == 200
     assert served.proc.returncode == 0  # a graceful stop
 
@@ -94,6 +94,14 @@ def test_serve_process_starts_answers_and_stops():
 def test_serve_process_reports_a_failed_start():
     with pytest.raises(nbh.ServerError, match="did not start"):
         nbh.ServeProcess(["--rows", "3"])
+
+
+def test_serve_process_gives_up_at_its_deadline():
+    """No banner within startup_timeout (here far shorter than Python's own start): killed."""
+    started = time.monotonic()
+    with pytest.raises(nbh.ServerError, match="did not start"):
+        nbh.ServeProcess(startup_timeout=0.01)
+    assert time.monotonic() - started < 15
 
 
 def test_redis_server_starts_and_stops():
