@@ -23,7 +23,7 @@ from .. import sim
 from ..engine import KVEngine
 from ..geometry import Geometry
 from ..mailbox import MailboxBackend
-from ..serve.appliance import Appliance
+from ..appliance import Appliance
 from .eth import FrameError, UdpDatagram, build_udp_frame, parse_frame
 from .server import UdpServer, start_udp_server
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..backend import MatchKind, SetStatus
 from ..engine import KVEngine
 from ..keys import ints_to_raw
-from ..serve.appliance import Appliance
+from ..appliance import Appliance
 from .codec import (
     GET_EXTRAS,
     NO_ENTRY,

@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterator, Optional
 
 from .. import __version__
 from ..engine import KVEngine
-from .appliance import Appliance
+from ..appliance import Appliance
 from .config import ServeConfig
 
 log = logging.getLogger("pynq_kv.serve")
