@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ...errors import TableFull
 from . import errors as E
-from .codec import parse_uint, tagged_rows
+from ..codec import parse_uint, tagged_rows
 from .protocol import OK, PONG, ErrorReply, Raw, RespSet, Simple, Verbatim, string2ll
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -35,7 +35,7 @@ import numpy as np
 
 from ...errors import KVError
 from . import errors as E
-from .codec import int_rows, parse_uint, tagged_rows
+from ..codec import int_rows, parse_uint, tagged_rows
 from .commands import (
     BATCH_EXISTS,
     BATCH_GET,

@@ -60,7 +60,7 @@ def make_appliance(config: ServeConfig) -> Appliance:
 
     def factory() -> KVEngine:
         if uses_virtual_board(config):
-            from ..net.board import board_engine
+            from ..board import board_engine
 
             return board_engine(geometry, value_kind=config.value_kind)
         return KVEngine(config.backend, geometry, value_kind=config.value_kind)
@@ -133,9 +133,9 @@ async def _start_resp(running: Running, config: ServeConfig) -> None:
 
 async def _start_udp(running: Running, config: ServeConfig) -> None:
     if uses_virtual_board(config):
-        from ..net.board import start_board_bridge as start_udp_server
+        from .memcached.bridge import start_board_bridge as start_udp_server
     else:
-        from ..net.server import start_udp_server
+        from .memcached.server import start_udp_server
 
     server = await start_udp_server(running.appliance, config.bind, config.udp_port)
     running.closers.append(server.close)

@@ -16,11 +16,11 @@ from typing import Any, Callable, Optional, cast
 
 import numpy as np
 
-from ..backend import MatchKind, SetStatus
-from ..engine import KVEngine
-from ..keys import ints_to_raw
-from ..appliance import Appliance
-from .codec import (
+from ...appliance import Appliance
+from ...backend import MatchKind, SetStatus
+from ...engine import KVEngine
+from ...keys import ints_to_raw
+from ...net.codec import (
     GET_EXTRAS,
     NO_ENTRY,
     SET_EXTRAS,
@@ -34,7 +34,7 @@ from .codec import (
     match_extras,
     parse_request,
 )
-from .text import (
+from ...net.text import (
     DELETED,
     END,
     NOT_FOUND,
@@ -54,9 +54,9 @@ from .text import (
     value_unit,
     version_reply,
 )
-from .udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
+from ...net.udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
 
-log = logging.getLogger("pynq_kv.net")
+log = logging.getLogger("pynq_kv.serve.memcached")
 
 # Counters both implementations keep (frontend.md §8), in the order of that table.
 DATAGRAM_COUNTERS = ("rx_datagrams", "drop_short", "drop_multi_datagram", "served",
@@ -103,12 +103,8 @@ class _Limits:
         self.value_bytes = engine.geometry.value_bytes
         self.max_key = self.key_bytes - 1
         self.max_value = self.value_bytes - 1
-
-    def raw_key(self, key: bytes) -> bytes:
-        return bytes((len(key),)) + key + bytes(self.max_key - len(key))
-
-    def raw_value(self, value: bytes) -> bytes:
-        return bytes((len(value),)) + value + bytes(self.max_value - len(value))
+        self.raw_key = engine.key_format.encode  # the length-tagged encoding of keys.py
+        self.raw_value = engine.value_format.encode
 
     def wire_value(self, raw: bytes) -> bytes:
         """A raw value as the wire shows it: the tagged bytes, or all of it if not tagged."""
@@ -464,7 +460,7 @@ async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1", port: 
     """Serve memcached binary + text over UDP on host:port (port 0 picks a free one).
 
     server_class decides who answers: UdpServer runs the protocol in software; the virtual
-    board's bridge (pynq_kv.net.board) hands each datagram to the Verilated kv_top instead.
+    board's bridge (bridge.py) hands each datagram to the Verilated kv_top instead.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
