@@ -36,15 +36,9 @@ import numpy as np
 from ...errors import KVError
 from . import errors as E
 from ..codec import int_rows, parse_uint, tagged_rows
-from .commands import (
-    BATCH_EXISTS,
-    BATCH_GET,
-    BATCH_MGET,
-    BATCH_SET,
-    Command,
-    build_table,
-    lookup,
-)
+from ..batch import Limits
+from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, lookup
+from .commands.table import build_table
 from .protocol import BULK_HEADERS, ErrorReply, Raw, RequestParser, bulk, encode, fast_tables
 
 log = logging.getLogger("pynq_kv.serve.resp")
@@ -234,6 +228,7 @@ class RespServer:
         self._server: Any = None
         self._sweeper: Any = None
         self.total_connections = 0
+        self._limits = Limits(appliance.engine)
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -256,6 +251,14 @@ class RespServer:
     @property
     def engine(self) -> Any:
         return self.appliance.engine
+
+    @property
+    def limits(self) -> Limits:
+        """The key/value checks of the engine now served (the admin service may reload it)."""
+        engine = self.appliance.engine
+        if self._limits.engine is not engine:
+            self._limits = Limits(engine)
+        return self._limits
 
     @property
     def key_too_long(self) -> bytes:
@@ -694,4 +697,4 @@ async def start_resp_server(appliance: Any, host: str = "127.0.0.1", port: int =
     return server
 
 
-__all__ = ["RespConfig", "RespServer", "Connection", "start_resp_server", "Command"]
+__all__ = ["RespConfig", "RespServer", "Connection", "start_resp_server"]
