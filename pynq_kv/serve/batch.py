@@ -48,9 +48,15 @@ class Limits:
         """A byte-string value fits the length-tagged encoding."""
         return len(value) <= self.max_value
 
-    def int_value(self, text: bytes) -> Optional[int]:
-        """A decimal value of an integer engine, or None when it is not one that fits."""
-        return parse_uint(text, self.value_bits)
+    def values_fit(self, values: list[bytes]) -> bool:
+        return max(map(len, values), default=0) <= self.max_value
+
+    def value(self, text: bytes) -> Any:
+        """The engine value of a front-end's byte string (an integer for an integer engine), or
+        None when it does not fit."""
+        if self.ints:
+            return parse_uint(text, self.value_bits)
+        return text if len(text) <= self.max_value else None
 
 
 class Pipeline(Generic[Item]):

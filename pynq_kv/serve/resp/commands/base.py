@@ -128,12 +128,12 @@ def key_error(srv: Server, key: bytes) -> Optional[ErrorReply]:
 def value_in(srv: Server, value: bytes) -> Any:
     """The engine value for a RESP value, or an ErrorReply when it does not fit the format."""
     limits = srv.limits
+    number = limits.value(value)
+    if number is not None:
+        return number
     if limits.ints:
-        number = limits.int_value(value)
-        return ErrorReply(E.value_not_integer(limits.value_bits)) if number is None else number
-    if not limits.value_fits(value):
-        return ErrorReply(srv.value_too_long)
-    return value
+        return ErrorReply(E.value_not_integer(limits.value_bits))
+    return ErrorReply(srv.value_too_long)
 
 
 def value_out(value: Any) -> Any:
