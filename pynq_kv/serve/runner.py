@@ -2,7 +2,7 @@
 
 `serve()` starts everything, logs where each front-end listens, and on SIGINT/SIGTERM stops
 accepting, closes every front-end, writes the state file (when there is one) and closes the
-engine. Front-ends share the loop, so engine calls never interleave (see appliance.py).
+engine. Front-ends share the loop, so engine calls never interleave (see pynq_kv/appliance.py).
 """
 
 from __future__ import annotations
