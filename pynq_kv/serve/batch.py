@@ -42,14 +42,16 @@ class Limits:
         return len(key) <= self.max_key
 
     def keys_fit(self, keys: list[bytes]) -> bool:
-        return max(map(len, keys), default=0) <= self.max_key
+        """All of (at least one) keys fit."""
+        return max(map(len, keys)) <= self.max_key
 
     def value_fits(self, value: bytes) -> bool:
         """A byte-string value fits the length-tagged encoding."""
         return len(value) <= self.max_value
 
     def values_fit(self, values: list[bytes]) -> bool:
-        return max(map(len, values), default=0) <= self.max_value
+        """All of (at least one) byte-string values fit."""
+        return max(map(len, values)) <= self.max_value
 
     def value(self, text: bytes) -> Any:
         """The engine value of a front-end's byte string (an integer for an integer engine), or

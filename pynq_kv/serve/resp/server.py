@@ -240,7 +240,6 @@ class RespServer:
         self._sweeper: Any = None
         self.total_connections = 0
         self._limits = Limits(appliance.engine)
-        self._pipeline: Pipeline = Pipeline(self._run_batch, self._render_batch)
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -367,10 +366,18 @@ class RespServer:
             return
         self.queue = []
         self._take_engine()  # one engine for the whole tick
-        pipe = self._pipeline
-        batching = self.config.batching
+        pipe: Pipeline = Pipeline(self._run_batch, self._render_batch)
         touched: list[Connection] = []
-        commands = 0
+        self.total_commands += self._dispatch(pipe, queue, touched)
+        pipe.flush()
+        self._write(touched)
+
+    def _dispatch(self, pipe: Pipeline, queue: list, touched: list[Connection]) -> int:
+        """Plan every queued command into the pipeline, or run it in its turn (which flushes the
+        pipeline first); a client's commands stop at one that closes it. Returns how many ran."""
+        batching = self.config.batching
+        plan, call = self._plan, self._call
+        count = 0
         i = 0
         while i < len(queue):  # throttled clients may append while we run
             conn, cmds, error = queue[i]
@@ -380,7 +387,21 @@ class RespServer:
             if not conn.touched:
                 conn.touched = True
                 touched.append(conn)
-            commands += self._dispatch(pipe, conn, cmds, batching and conn.authenticated)
+            batch = batching and conn.authenticated
+            for args in cmds:
+                if type(args) is tuple:  # a block: one argument count, one column per argument
+                    if batch and self._plan_block(pipe, conn, args):
+                        count += len(args[0])
+                        continue
+                    count += self._plan_rows(pipe, conn, args, batch)
+                else:
+                    count += 1
+                    if batch and plan(pipe, conn, args):
+                        continue
+                    pipe.flush()
+                    call(conn, args)
+                if conn.closing:
+                    break
             if error is not None or conn.throttled or conn.awaiting:
                 pipe.flush()  # its replies come before the protocol error, or the next command
                 if error is not None and not conn.closing:
@@ -390,34 +411,28 @@ class RespServer:
                     conn.closing = True
                 elif conn.awaiting and not conn.closing:
                     self._resume(conn, queue)
-        pipe.flush()
-        self.total_commands += commands
-        self._write(touched)
+        return count
 
-    def _dispatch(self, pipe: Pipeline, conn: Connection, cmds: list[Any], batch: bool) -> int:
-        """Plan a client's parsed commands into the pipeline, or run them in their turn (which
-        flushes it first); stops at a command that closes the client. Returns how many ran."""
+    def _plan_rows(self, pipe: Pipeline, conn: Connection, block: tuple, batch: bool) -> int:
+        """A block the pipeline cannot take whole, one command at a time, as _dispatch runs them."""
         count = 0
-        for args in cmds:
-            if type(args) is tuple:  # a block of commands with one argument count, as columns
-                if batch and self._plan_block(pipe, conn, args):
-                    count += len(args[0])
-                    continue
-                rows: Any = [list(row) for row in zip(*args)]
-            else:
-                rows = (args,)
-            for row in rows:
-                count += 1
-                if batch and self._plan(pipe, conn, row):
-                    continue
-                pipe.flush()
-                self._call(conn, row)
-                if conn.closing:
-                    return count
+        for row in zip(*block):
+            args = list(row)
+            count += 1
+            if batch and self._plan(pipe, conn, args):
+                continue
+            pipe.flush()
+            self._call(conn, args)
+            if conn.closing:
+                break
         return count
 
     def _plan(self, pipe: Pipeline, conn: Connection, args: list[bytes]) -> bool:
-        """Put a GET, MGET, EXISTS or plain SET into the pipeline; False for any other command."""
+        """Put a GET, MGET, EXISTS or plain SET into the pipeline; False for any other command.
+
+        The checks are the handlers' (Limits, key_error, value_in); on this path, run for every
+        command, the key-length test reads Limits.max_key directly instead of calling key_fits.
+        """
         cmd = self.commands.get(args[0])
         if cmd is None or not cmd.batch:
             return False
@@ -429,7 +444,7 @@ class RespServer:
                 return False  # SET with options: its handler
             key = args[1]
             value = limits.value(args[2])
-            if not limits.key_fits(key):
+            if len(key) > limits.max_key:
                 pipe.ready((conn, 0, E.error_reply(key_error(self, key))), _WRITE)
             elif value is None:
                 pipe.ready((conn, 0, E.error_reply(value_in(self, args[2]))), _WRITE)
@@ -440,7 +455,7 @@ class RespServer:
             if n != 2:
                 return False
             key = args[1]
-            if limits.key_fits(key):
+            if len(key) <= limits.max_key:
                 pipe.add(_READ, (conn, BATCH_GET, 1), key)
             else:
                 pipe.ready((conn, 0, E.error_reply(key_error(self, key))), _READ)
@@ -448,10 +463,11 @@ class RespServer:
         if n < 2:
             return False  # MGET or EXISTS without keys: the arity error
         keys = args[1:]
-        if limits.keys_fit(keys):
+        longest = max(keys, key=len)
+        if len(longest) <= limits.max_key:
             pipe.extend(_READ, (conn, kind, n - 1), keys)
         else:
-            pipe.ready((conn, 0, E.error_reply(key_error(self, max(keys, key=len)))), _READ)
+            pipe.ready((conn, 0, E.error_reply(key_error(self, longest))), _READ)
         return True
 
     def _plan_block(self, pipe: Pipeline, conn: Connection, block: tuple) -> bool:
@@ -462,11 +478,14 @@ class RespServer:
         if cmd is None or names.count(names[0]) != n:
             return False
         limits = self._limits
-        if cmd.batch == BATCH_GET and len(block) == 2 and limits.keys_fit(block[1]):
-            pipe.extend(_READ, (conn, _GET_BLOCK, n), block[1])
-            return True
-        if (cmd.batch == BATCH_SET and len(block) == 3 and not limits.ints
-                and limits.keys_fit(block[1]) and limits.values_fit(block[2])):
+        kind = cmd.batch
+        if kind == BATCH_GET:
+            if len(block) == 2 and max(map(len, block[1])) <= limits.max_key:
+                pipe.extend(_READ, (conn, _GET_BLOCK, n), block[1])
+                return True
+        elif (kind == BATCH_SET and len(block) == 3 and not limits.ints
+                and max(map(len, block[1])) <= limits.max_key
+                and max(map(len, block[2])) <= limits.max_value):
             pipe.extend(_WRITE, (conn, _SET_BLOCK, n), block[1], block[2])
             return True
         return False
