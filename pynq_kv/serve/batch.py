@@ -84,7 +84,8 @@ class Pipeline(Generic[Item]):
         if value is not None:
             self.values.append(value)
 
-    def extend(self, kind: Any, item: Item, keys: list[Any], values: Optional[list[Any]] = None) -> None:
+    def extend(self, kind: Any, item: Item, keys: list[Any],
+               values: Optional[list[Any]] = None) -> None:
         """One item standing for several keys (MGET, EXISTS, a block of pipelined commands)."""
         if kind != self.kind:
             self.flush()

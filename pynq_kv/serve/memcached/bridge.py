@@ -1,4 +1,4 @@
-"""The virtual board on a UDP socket: datagrams of this host <-> the Verilated kv_top's Ethernet port.
+"""The virtual board on a UDP socket: host datagrams <-> the Verilated kv_top's Ethernet port.
 
 `start_board_bridge` serves memcached clients with the RTL data plane of the appliance's
 virtual board (pynq_kv.board): each datagram is wrapped into a frame, the board answers, and
