@@ -439,6 +439,15 @@ class RespServer:
         kind = cmd.batch
         n = len(args)
         limits = self._limits
+        if kind == BATCH_GET:
+            if n != 2:
+                return False
+            key = args[1]
+            if len(key) <= limits.max_key:
+                pipe.add(_READ, (conn, BATCH_GET, 1), key)
+            else:
+                pipe.ready((conn, 0, E.error_reply(key_error(self, key))), _READ)
+            return True
         if kind == BATCH_SET:
             if n != 3:
                 return False  # SET with options: its handler
@@ -450,15 +459,6 @@ class RespServer:
                 pipe.ready((conn, 0, E.error_reply(value_in(self, args[2]))), _WRITE)
             else:
                 pipe.add(_WRITE, (conn, BATCH_SET, 1), key, value)
-            return True
-        if kind == BATCH_GET:
-            if n != 2:
-                return False
-            key = args[1]
-            if len(key) <= limits.max_key:
-                pipe.add(_READ, (conn, BATCH_GET, 1), key)
-            else:
-                pipe.ready((conn, 0, E.error_reply(key_error(self, key))), _READ)
             return True
         if n < 2:
             return False  # MGET or EXISTS without keys: the arity error
