@@ -1,4 +1,4 @@
-"""Keys and values between RESP byte strings and the engine's raw rows (docs/engine.md §2).
+"""Keys and values between front-end byte strings and the engine's raw rows (engine.md §2).
 
 The RESP front-end encodes whole batches itself into the raw (N, BYTES) uint8 rows that
 KVEngine.get_batch/set_batch accept, instead of calling KeyFormat.encode per key: it is the same
