@@ -1,41 +1,12 @@
-"""Keys and values between front-end byte strings and the engine's raw rows (engine.md §2).
+"""Front-end text to engine values: the strict Redis way of reading an unsigned integer.
 
-The RESP front-end encodes whole batches itself into the raw (N, BYTES) uint8 rows that
-KVEngine.get_batch/set_batch accept, instead of calling KeyFormat.encode per key: it is the same
-length-tagged encoding (`[L] ‖ bytes ‖ zero padding`, tests/test_resp_kv.py checks it against
-KeyFormat), built with one join per batch. Callers check lengths first.
+Keys and values become raw engine rows through pynq_kv.keys (tagged_rows, int_rows), the one
+home of the length-tagged encoding (engine.md §2).
 """
 
 from __future__ import annotations
 
 from typing import Optional
-
-import numpy as np
-
-_LENGTH = [bytes((n,)) for n in range(256)]
-
-
-def tagged_rows(items: list[bytes], nbytes: int) -> np.ndarray:
-    """(N, nbytes) uint8 rows of length-tagged byte strings, each at most nbytes - 1 long."""
-    n = len(items)
-    if n > 8:
-        size = len(items[0])
-        if list(map(len, items)).count(size) == n:  # one length (benchmarks, fixed-size ids)
-            rows = np.zeros((n, nbytes), dtype=np.uint8)
-            rows[:, 0] = size
-            if size:
-                rows[:, 1:1 + size] = np.frombuffer(b"".join(items), dtype=np.uint8).reshape(n, size)
-            return rows
-    pad = nbytes - 1
-    length = _LENGTH
-    data = b"".join([length[len(x)] + x.ljust(pad, b"\0") for x in items])
-    return np.frombuffer(data, dtype=np.uint8).reshape(len(items), nbytes).copy()
-
-
-def int_rows(values: list[int], nbytes: int) -> np.ndarray:
-    """(N, nbytes) uint8 big-endian rows of unsigned integers known to fit."""
-    data = b"".join([v.to_bytes(nbytes, "big") for v in values])
-    return np.frombuffer(data, dtype=np.uint8).reshape(len(values), nbytes).copy()
 
 
 def parse_uint(text: bytes, bits: int) -> Optional[int]:

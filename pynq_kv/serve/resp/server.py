@@ -36,7 +36,7 @@ import numpy as np
 
 from ...errors import KVError
 from . import errors as E
-from ..codec import int_rows, tagged_rows
+from ...keys import int_rows, tagged_rows
 from ..batch import Limits, Pipeline
 from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, key_error, lookup, value_in
 from .commands.table import build_table

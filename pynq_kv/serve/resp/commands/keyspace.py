@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...codec import tagged_rows
+from ....keys import tagged_rows
 from .. import errors as E
 from ..protocol import OK, ErrorReply
 from .base import BATCH_EXISTS, Client, Command, Server, key_error

@@ -11,7 +11,7 @@ import time
 from typing import Any, Optional
 
 from ....errors import TableFull
-from ...codec import tagged_rows
+from ....keys import tagged_rows
 from .. import errors as E
 from ..protocol import OK, ErrorReply, string2ll
 from .base import BATCH_GET, BATCH_MGET, BATCH_SET, Client, Command, Server, key_error, value_in, value_out
