@@ -193,23 +193,10 @@ function [31:0] merge(input [31:0] old, input [31:0] data, input [3:0] strb);
     end
 endfunction
 
-// ceil(log2(n))
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = n - 1;
-        while (v > 0) begin
-            clog2 = clog2 + 1;
-            v = v >> 1;
-        end
-    end
-endfunction
-
 // array registers: word index bits (the arrays are aligned to their power-of-two size)
-localparam KEY_IB = clog2(KV_REG_REQ_KEY_SIZE);
-localparam VALUE_IB = clog2(KV_REG_REQ_VALUE_SIZE);
-localparam CNT_IB = clog2(KV_REG_COUNTER_SIZE);
+localparam KEY_IB = $clog2(KV_REG_REQ_KEY_SIZE);
+localparam VALUE_IB = $clog2(KV_REG_REQ_VALUE_SIZE);
+localparam CNT_IB = $clog2(KV_REG_COUNTER_SIZE);
 
 /*
  * state

@@ -111,19 +111,7 @@ module kv_mc_csr #
 
 `include "kv_regs.vh"
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            clog2 = clog2 + 1;
-            v = v * 2;
-        end
-    end
-endfunction
-
-localparam CNT_IB = clog2(KV_REG_FE_COUNTER_SIZE);
+localparam CNT_IB = $clog2(KV_REG_FE_COUNTER_SIZE);
 localparam [1:0] RESP_OKAY = 2'b00;
 localparam [1:0] RESP_SLVERR = 2'b10;
 

@@ -37,19 +37,7 @@ module kv_mc_fifo #
     input  wire              m_ready
 );
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            clog2 = clog2 + 1;
-            v = v * 2;
-        end
-    end
-endfunction
-
-localparam AW = clog2(DEPTH);
+localparam AW = $clog2(DEPTH);
 
 // check configuration
 initial begin
