@@ -311,10 +311,12 @@ wire [DESC_W-1:0] desc_in = sel_bin ?
 
 wire [DESC_W-1:0] desc_out;
 wire desc_out_valid, desc_out_ready;
+wire [$clog2(DESC_DEPTH):0] desc_count_unused;
 
-kv_mc_fifo #(
+kv_fifo #(
     .WIDTH(DESC_W),
-    .DEPTH(DESC_DEPTH)
+    .DEPTH(DESC_DEPTH),
+    .OUTPUT_REG(1)
 )
 desc_fifo_inst (
     .clk(clk),
@@ -324,15 +326,18 @@ desc_fifo_inst (
     .s_ready(desc_in_ready),
     .m_data(desc_out),
     .m_valid(desc_out_valid),
-    .m_ready(desc_out_ready)
+    .m_ready(desc_out_ready),
+    .count(desc_count_unused)
 );
 
 wire [META_W+15:0] meta_out;
 wire meta_out_valid, meta_out_ready;
+wire [$clog2(META_DEPTH):0] meta_count_unused;
 
-kv_mc_fifo #(
+kv_fifo #(
     .WIDTH(META_W + 16),
-    .DEPTH(META_DEPTH)
+    .DEPTH(META_DEPTH),
+    .OUTPUT_REG(1)
 )
 meta_fifo_inst (
     .clk(clk),
@@ -342,7 +347,8 @@ meta_fifo_inst (
     .s_ready(rx_meta_ready),
     .m_data(meta_out),
     .m_valid(meta_out_valid),
-    .m_ready(meta_out_ready)
+    .m_ready(meta_out_ready),
+    .count(meta_count_unused)
 );
 
 /*
