@@ -176,7 +176,7 @@ _LTP_MOD_RE = re.compile(r"Longest topological path in (\S+) \(length=(\d+)\)")
 # --- resource report of the engine (make -C hw synth) --------------------------------------
 
 # the modules under kv_engine_top (kv_csr + kv_engine), in no particular order
-ENGINE_TOP_MODULES = ["kv_engine_top", "kv_csr", "kv_engine", "kv_h3_hash", "kv_bank_ram",
+ENGINE_TOP_MODULES = ["kv_engine_top", "kv_csr", "kv_axil_regs", "kv_engine", "kv_h3_hash", "kv_bank_ram",
                       "kv_rule_match", "kv_prio_tree"]
 
 # reference configuration of the resource estimate (issue 3): 288-bit keys, 32-bit values,
