@@ -1,6 +1,7 @@
 /*
 
-pynq-kv: lookup engine with its AXI4-Lite CSR (the block a Vivado design instantiates)
+pynq-kv: lookup engine with its AXI4-Lite CSR (the engine-only block; kv_top holds it
+with the Ethernet front-end)
 
 */
 
