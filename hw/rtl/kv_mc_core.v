@@ -29,7 +29,8 @@ pynq-kv: memcached request-processing core (between the L2-L4 path and the engin
  * The engine answers in request order, so the descriptor FIFO and the
  * engine's responses line up without tags (tuser is 0).  Per-datagram
  * metadata (source MAC/IP/port, VLAN) and the request id wait in the metadata
- * FIFO until the datagram's last descriptor has been answered.
+ * FIFO until the datagram's last descriptor has been answered.  Both FIFOs
+ * are kv_fifo with a registered read (block RAM for wide descriptors).
  *
  * counters: frontend.md §8 datagram/request counters, 64 bits each (zeroed
  * by counters_clear), counter c at counters[64c +: 64]: 0 rx_datagrams,
