@@ -28,12 +28,12 @@ pynq-kv: front-end registers and counters, in front of the engine CSR
  * Byte strobes are honoured.  Unmapped front-end addresses, words beyond
  * the counters and writes to read-only registers answer SLVERR (reads 0).
  *
- * AXI4-Lite (the handshakes are kv_axil_regs'): one write and one read at a
- * time each.  A front-end access is answered one cycle after awvalid and
- * wvalid (or arvalid) are seen; any other is forwarded to kv_csr at once
- * (address and data straight from the bus, which holds them) and answered,
- * with kv_csr's response, one cycle after kv_csr gives it.  Address bits
- * above 11 and bits 1:0 are ignored, as in kv_csr.
+ * AXI4-Lite (the handshakes are kv_axil_regs', with registered requests):
+ * one write and one read at a time each; a transaction is taken once both
+ * awvalid and wvalid (or arvalid) are seen, and its response is given once
+ * it has been done here or by kv_csr (the captured address and data are
+ * forwarded on m_axil_*).  Address bits above 11 and bits 1:0 are ignored,
+ * as in kv_csr.
  */
 module kv_mc_csr #
 (
@@ -150,8 +150,8 @@ function is_fe(input [3:0] page);
 endfunction
 
 /*
- * AXI4-Lite handshakes: front-end accesses are answered in the cycle they are
- * offered, the others once kv_csr has answered them
+ * AXI4-Lite handshakes: a captured front-end access is answered at once, any
+ * other once kv_csr has answered it
  */
 wire [ADDR_WIDTH-1:0] reg_wr_addr, reg_rd_addr;
 wire [2:0] reg_wr_prot, reg_rd_prot;
@@ -162,7 +162,8 @@ wire [1:0] reg_wr_resp, reg_rd_resp;
 wire [31:0] reg_rd_data;
 
 kv_axil_regs #(
-    .ADDR_WIDTH(ADDR_WIDTH)
+    .ADDR_WIDTH(ADDR_WIDTH),
+    .REQ_REG(1)
 )
 axil_inst (
     .clk(clk),
@@ -217,7 +218,7 @@ assign counters_clear = clear_reg;
 
 /*
  * write channel: a front-end write is done at once, any other is forwarded
- * to kv_csr (the bus holds address and data until it is answered)
+ * to kv_csr
  */
 localparam [1:0]
     F_IDLE = 2'd0,

@@ -9,7 +9,7 @@ overlapping.
 Checked: data read back equals the model (byte strobes included), every transaction gets the
 response the register side gave, each access is performed exactly once (the model counts
 them), the request signals stay stable while they wait for the ack, and with an immediate ack
-awready/wready/bvalid (arready/rvalid) follow one cycle after the request.
+the handshake timing of both request modes (REQ_REG 0: straight from the bus, 1: registered).
 """
 
 from __future__ import annotations
@@ -174,7 +174,9 @@ async def run_random_access(dut) -> None:
 
 @cocotb.test()
 async def run_immediate_timing(dut) -> None:
-    """Ack held high: the ready pulse and the response follow one cycle after the request."""
+    """Ack held high: REQ_REG 0 answers one cycle after awvalid/wvalid (arvalid), ready and
+    response together; REQ_REG 1 pulses ready one cycle after and answers one cycle later."""
+    reg = dut_params()["REQ_REG"]
     cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
     for s in (dut.s_axil_awvalid, dut.s_axil_wvalid, dut.s_axil_arvalid, dut.s_axil_bready,
               dut.s_axil_rready, dut.s_axil_awaddr, dut.s_axil_araddr, dut.s_axil_wdata,
@@ -193,12 +195,26 @@ async def run_immediate_timing(dut) -> None:
     dut.s_axil_wvalid.value = 1
     dut.s_axil_arvalid.value = 1
     await ReadOnly()
-    assert int(dut.reg_wr_req.value) == 1 and int(dut.reg_rd_req.value) == 1
-    await RisingEdge(dut.clk)
-    await ReadOnly()
-    assert int(dut.s_axil_awready.value) == 1 and int(dut.s_axil_wready.value) == 1
+    assert int(dut.reg_wr_req.value) == 1 - reg and int(dut.reg_rd_req.value) == 1 - reg
+    if reg:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        assert int(dut.s_axil_awready.value) == 1 and int(dut.s_axil_arready.value) == 1
+        assert int(dut.reg_wr_req.value) == 1 and int(dut.reg_rd_req.value) == 1, "captured"
+        assert int(dut.s_axil_bvalid.value) == 0 and int(dut.s_axil_rvalid.value) == 0
+        await RisingEdge(dut.clk)
+        dut.s_axil_awvalid.value = 0
+        dut.s_axil_wvalid.value = 0
+        dut.s_axil_arvalid.value = 0
+        await ReadOnly()
+        assert int(dut.s_axil_awready.value) == 0 and int(dut.s_axil_arready.value) == 0
+    else:
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+        assert int(dut.s_axil_awready.value) == 1 and int(dut.s_axil_wready.value) == 1
+        assert int(dut.s_axil_arready.value) == 1
     assert int(dut.s_axil_bvalid.value) == 1 and int(dut.s_axil_bresp.value) == int(AxiResp.SLVERR)
-    assert int(dut.s_axil_arready.value) == 1 and int(dut.s_axil_rvalid.value) == 1
+    assert int(dut.s_axil_rvalid.value) == 1
     assert int(dut.s_axil_rdata.value) == 0x5A5AA5A5
     assert int(dut.reg_wr_req.value) == 0 and int(dut.reg_rd_req.value) == 0, "one at a time"
     await RisingEdge(dut.clk)
@@ -217,14 +233,15 @@ async def run_immediate_timing(dut) -> None:
 
 
 def _config_id(sim: str, p: dict) -> str:
-    return f"{sim}-a{p['ADDR_WIDTH']}-d{p['MAX_DELAY']}"
+    return f"{sim}-a{p['ADDR_WIDTH']}-r{p['REQ_REG']}-d{p['MAX_DELAY']}"
 
 
-# MAX_DELAY is the register model's, not an HDL parameter (run_cocotb passes only ADDR_WIDTH)
+# MAX_DELAY is the register model's, not an HDL parameter (run_cocotb gets the HDL ones only)
 CONFIGS = [
-    ("icarus", {"ADDR_WIDTH": 12, "MAX_DELAY": 0}),
-    ("icarus", {"ADDR_WIDTH": 12, "MAX_DELAY": 6}),
-    ("verilator", {"ADDR_WIDTH": 8, "MAX_DELAY": 3}),
+    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 0, "MAX_DELAY": 0}),
+    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 0, "MAX_DELAY": 6}),
+    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 1, "MAX_DELAY": 4}),
+    ("verilator", {"ADDR_WIDTH": 8, "REQ_REG": 1, "MAX_DELAY": 3}),
 ]
 
 
@@ -232,7 +249,7 @@ CONFIGS = [
 def test_kv_axil_regs(sim: str, params: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     import tools
 
-    hdl = {"ADDR_WIDTH": params["ADDR_WIDTH"]}
+    hdl = {"ADDR_WIDTH": params["ADDR_WIDTH"], "REQ_REG": params["REQ_REG"]}
     monkeypatch.setenv("KV_AXIL_PARAMS", json.dumps(params))  # the simulator inherits it
     tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(TOPLEVEL), hdl,
                      tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
