@@ -52,7 +52,7 @@ try:
         from pynq.overlay import UnsupportedConfiguration, _assign_drivers, _IPMap
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "pynq_kv.pynq_driver needs PYNQ: pip install 'pynq-kv[pynq]' (pynq==4.0.0)"
+        "pynq_kv.pynq_driver needs PYNQ: pip install 'pynq-kv[pynq]'"
     ) from exc
 
 __all__ = [

@@ -300,10 +300,12 @@ def test_no_warning_once_pynq_is_imported():
 
 def test_runs_with_warnings_as_errors_and_no_board_in_a_fresh_interpreter():
     # A fresh interpreter, so `import pynq` itself (its "CPU Architecture" ResourceWarning,
-    # pkg_resources) happens under -W error; BOARD is unset, and nothing probes the platform.
+    # pkg_resources) happens under -W error, through the driver; BOARD is unset, and nothing
+    # probes the platform. pynqutils is imported after the driver: with newer setuptools its own
+    # `import pkg_resources` warns, which the driver's import filters and a bare import would not.
     script = textwrap.dedent("""
-        import pynqutils
         from pynq_kv.pynq_driver import open_simulated_ip
+        import pynqutils
 
         class Regs:
             def __init__(self):
