@@ -293,7 +293,8 @@ def _bitstream(board: str, manifest: dict[str, Any], folder: Path) -> Path:
             raise OverlayNotBuilt(
                 f"{file} does not exist: build the {board} overlay with "
                 f"`make -C hw overlay BOARD={board}` (needs {tool}) or copy a built {file.name} "
-                f"there; without the board, load(backend='model') opens the simulated overlay")
+                f"there; without the board, backend='model' (pynq-kv --backend model) opens the "
+                f"simulated overlay")
     return path
 
 

@@ -481,3 +481,50 @@ def test_import_pynq_kv_does_not_import_the_overlay_stacks():
             " or m == 'pynq_kv.sim'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# -- pynq-kv info ---------------------------------------------------------------------------------
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from pynq_kv.cli import cli
+
+    try:
+        runner = CliRunner(mix_stderr=False)  # click 8.1
+    except TypeError:
+        runner = CliRunner()
+    return runner.invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_pynq_kv_info_reports_the_overlay_and_its_manifest(tmp_path):
+    state = str(tmp_path / "kv.npz")
+    text = _cli("--state", state, "--rows", "64", "info").stdout
+    assert "overlay:" in text and "simulated sim from simulation (model)" in text
+    assert "mhz:" in text and "300.0" in text and "assumed:" in text
+    assert "none: the model has no RTL Ethernet front-end" in text
+    data = json.loads(_cli("--state", state, "--rows", "64", "info", "--json").stdout)
+    overlay = data["overlay"]
+    assert (overlay["kind"], overlay["source"], overlay["board"]) == (
+        "simulated", "simulation (model)", "sim")
+    assert overlay["manifest"]["clock"]["mhz"] == 300.0 and overlay["manifest"]["clock"]["assumed"]
+    assert overlay["manifest"]["geometry"]["ROWS"] == 64 and overlay["frontend"] is None
+
+
+def test_pynq_kv_info_on_a_pynq_board(tmp_path, pynq_board, monkeypatch):
+    root = overlays(tmp_path, "kr260", files=("kv.bit", "kv.hwh"))
+    monkeypatch.setenv(mf.OVERLAYS_ENV, str(root))
+    pynq_board["regs"] = CsrDouble(SMALL)
+    data = json.loads(_cli("--state", str(tmp_path / "kv.npz"), "info", "--json").stdout)
+    assert data["overlay"]["kind"] == "pynq" and data["overlay"]["board"] == "kr260"
+    assert data["overlay"]["source"] == str(root / "kr260" / "kv.bit")
+    assert data["overlay"]["manifest"]["part"] == "xck26-sfvc784-2LV-c"
+    assert set(data["overlay"]["frontend"]) == {"mac", "ip", "udp_port", "data_w", "counters"}
+    assert data["backend"] == "pynq" and data["geometry"]["rows"] == SMALL.rows
+
+
+def test_pynq_kv_with_an_unknown_board_is_an_error_naming_the_boards(tmp_path):
+    result = _cli("--state", str(tmp_path / "kv.npz"), "--board", "zcu999", "info")
+    assert result.exit_code == 1
+    assert "unknown board 'zcu999'" in result.stderr and "kr260, u55c" in result.stderr
