@@ -36,11 +36,11 @@ from .rules import Rule, Ternary
 
 __version__ = "0.1.0"
 
-_LAZY = {"load": "pynq_kv.overlay", "KVOverlay": "pynq_kv.overlay", "Frontend": "pynq_kv.overlay"}
+_LAZY = {"load": "pynq_kv.overlay", "KVOverlay": "pynq_kv.overlay", "Frontend": "pynq_kv.frontend"}
 
 
 def __getattr__(name: str) -> object:
-    """load, KVOverlay and Frontend, imported from pynq_kv.overlay when first asked for."""
+    """load and KVOverlay (pynq_kv.overlay), Frontend (pynq_kv.frontend): imported on first use."""
     if name in _LAZY:
         import importlib
 
