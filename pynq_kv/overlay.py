@@ -30,6 +30,7 @@ from .backend import available_backends
 from .engine import KVEngine
 from .errors import DriverUnavailable, ManifestError, OverlayError, OverlayNotBuilt
 from .frontend import Frontend
+from .geometry import Geometry
 from .mailbox import MailboxBackend
 from .options import GEOMETRY_KEYS, EngineOptions
 
@@ -136,9 +137,11 @@ def _default_board(backend: str, overlays: Optional[mf.PathLike]) -> str:
 
 
 def _engine_options(options: Mapping[str, Any]) -> tuple[EngineOptions, dict[str, Any]]:
-    """load()'s keywords: geometry (a mapping and/or flat fields), value_kind, relocation."""
+    """load()'s keywords: geometry (a Geometry, a mapping and/or flat fields), value_kind,
+    relocation."""
     opts = dict(options)
-    geometry = dict(opts.pop("geometry", None) or {})
+    given = opts.pop("geometry", None) or {}
+    geometry = dict(given.as_dict() if isinstance(given, Geometry) else given)
     geometry.update({k: opts.pop(k) for k in list(opts) if k in GEOMETRY_KEYS})
     value_kind = opts.pop("value_kind", None)
     engine_kw = {k: opts.pop(k) for k in ("relocation",) if k in opts}
@@ -158,7 +161,8 @@ def load(board: Optional[str] = None, backend: Optional[str] = None, *,
     ("model"; "rtl" is the Verilated kv_top with its Ethernet port).
     overlays: the folder holding overlays/<board>/ (default: see pynq_kv.manifest).
     device: the XRT device index of the card.
-    options: geometry (a mapping, or fields such as rows=1024), value_kind, relocation. On a
+    options: geometry (a Geometry, a mapping, or fields such as rows=1024), value_kind,
+    relocation. On a
     board the geometry is the hardware's: given fields must match it.
     """
     backend = AUTO if backend is None else backend

@@ -97,7 +97,7 @@ def test_the_rtl_backend_is_the_verilated_kv_top_with_its_front_end():
     except sim.SimBuildError as exc:
         pytest.skip(f"no usable Verilator: {exc}")
     g = BOARD_GEOMETRY
-    with pynq_kv.load(backend="rtl", geometry=g.as_dict()) as ov:
+    with pynq_kv.load(backend="rtl", geometry=g) as ov:
         assert ov.kind == "simulated" and ov.source == "simulation (Verilated kv_top)"
         assert ov.engine.backend.name == "rtl" and ov.engine.geometry == g
         assert ov.manifest["top"] == "kv_top" and ov.manifest["geometry"]["WAYS"] == 4
