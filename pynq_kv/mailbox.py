@@ -12,6 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
+from . import regcodec
 from . import regmap as rm
 from .backend import (
     COUNTER_NAMES,
@@ -88,11 +89,11 @@ class MailboxBackend(Backend):
             self._written[offset] = value
 
     def _put_words(self, base: int, value: int, count: int) -> None:
-        for i, word in enumerate(rm.words(value, count)):
+        for i, word in enumerate(regcodec.words(value, count)):
             self._put(base + 4 * i, word)
 
     def _get_words(self, base: int, count: int) -> int:
-        return rm.from_words(self.regs.read32(base + 4 * i) for i in range(count))
+        return regcodec.from_words(self.regs.read32(base + 4 * i) for i in range(count))
 
     def _command(self, op: int, **fields: int) -> int:
         """Send one request; returns the response status code. Refused commands raise."""

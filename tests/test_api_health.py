@@ -34,9 +34,11 @@ def test_dashboard_and_docs_are_served():
     with client_for(small_appliance()) as client:
         page = client.get("/")
         assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-        for element in ('id="occupancy-used"', 'id="lookups"', 'id="hit-rate"', 'id="rules"'):
+        for element in ('id="tiles"', 'id="counters"', 'id="chart-frontends"', 'id="rules"',
+                        'id="overlay"', 'src="static/charts.js"'):
             assert element in page.text
         assert "v1/stats" in client.get("/static/dashboard.js").text
+        assert "drawTimeSeries" in client.get("/static/charts.js").text
         docs = client.get("/docs")
         assert docs.status_code == 200
         # the Swagger UI comes from this server, not a CDN: an isolated lab network still has docs

@@ -79,3 +79,20 @@ def test_the_admin_service_counts_its_own_requests():
         admin = client.get("/v1/stats").json()["frontends"]["admin"]
     assert admin["requests"] == 3 and admin["responses_2xx"] == 1 and admin["responses_4xx"] == 1
     assert admin["imports_running"] == 0
+
+
+def test_metrics_time_the_admin_requests():
+    """Every admin request lands in one bucket of the latency histogram, scrapes included."""
+    with client_for(small_appliance()) as client:
+        for _ in range(3):
+            client.get("/healthz")
+        first = scrape(client)
+        second = scrape(client)
+    name = "pynq_kv_admin_request_duration_seconds"
+    assert first[(f"{name}_count", ())] == 3  # the scrape itself ends after it is read
+    assert second[(f"{name}_count", ())] == 4
+    assert 0 < first[(f"{name}_sum", ())] < 3 * 10
+    buckets = sorted((float(labels[0][1]), value) for (sample, labels), value in second.items()
+                     if sample == f"{name}_bucket")
+    assert buckets[-1] == (float("inf"), 4)
+    assert [count for _, count in buckets] == sorted(count for _, count in buckets)  # cumulative

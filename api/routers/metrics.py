@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -88,8 +88,10 @@ class ApplianceCollector(Collector):
 @router.get("/metrics", response_class=Response,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                              "description": "Prometheus text exposition format"}})
-async def metrics(appliance: ApplianceDep) -> Response:
-    """Engine counters (pynq_kv_*_total), occupancy, per-rule hits and front-end counters."""
+async def metrics(appliance: ApplianceDep, request: Request) -> Response:
+    """Engine counters (pynq_kv_*_total), occupancy, per-rule hits, front-end counters and the
+    admin service's request latency histogram."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ApplianceCollector(appliance))
+    registry.register(request.app.state.latency)
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

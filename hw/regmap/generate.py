@@ -8,7 +8,8 @@ Outputs (never edit them by hand):
 
 * hw/rtl/kv_regs.vh   Verilog localparams; `include it inside a module body that has the
                       parameters KEY_W and VALUE_W (stream offsets depend on them)
-* pynq_kv/regmap.py   the same numbers as Python constants, plus stream pack/unpack helpers
+* pynq_kv/regmap.py   the same numbers as Python constants (data only: the code that packs
+                      and unpacks by them is pynq_kv/regcodec.py, written by hand)
 * docs/registers.md   the register and stream reference
 
 The output is a pure function of the JSON file (no dates, no paths), so regenerating gives
@@ -242,10 +243,8 @@ def gen_python(src) -> str:
     a("")
     a("Register constants (REG_*) are byte offsets from the CSR base; register fields come as")
     a("<REG>_<FIELD> (mask), <REG>_<FIELD>_SHIFT and <REG>_<FIELD>_W.  Stream fields: REQ_FIELDS /")
-    a("RSP_FIELDS, laid out by req_layout()/rsp_layout() for given KEY_W and VALUE_W.")
+    a("RSP_FIELDS, laid out for given KEY_W and VALUE_W by pynq_kv.regcodec (with pack/unpack).")
     a('"""')
-    a("")
-    a("from __future__ import annotations")
     a("")
     a(f'ID_MAGIC = 0x{magic_value(src):08X}  # "{src["id_magic"]}"')
     a(f"VERSION_MAJOR = {src['version']['major']}")
@@ -306,61 +305,6 @@ def gen_python(src) -> str:
             if lsb.is_const and width.is_const:
                 a(f"{S}_{ident(name)}_LSB = {lsb.const}")
                 a(f"{S}_{ident(name)}_W = {width.const}")
-    a("")
-    a("")
-    a('''def _layout(fields, key_w: int, value_w: int) -> dict[str, tuple[int, int]]:
-    sizes = {"KEY_W": key_w, "VALUE_W": value_w}
-    out = {}
-    lsb = 0
-    for name, width in fields:
-        w = sizes[width] if isinstance(width, str) else width
-        out[name] = (lsb, w)
-        lsb += w
-    return out
-
-
-def req_layout(key_w: int, value_w: int) -> dict[str, tuple[int, int]]:
-    """{field: (lsb, width)} of the request tdata."""
-    return _layout(REQ_FIELDS, key_w, value_w)
-
-
-def rsp_layout(key_w: int, value_w: int) -> dict[str, tuple[int, int]]:
-    """{field: (lsb, width)} of the response tdata."""
-    return _layout(RSP_FIELDS, key_w, value_w)
-
-
-def req_width(key_w: int, value_w: int) -> int:
-    return sum(w for _, w in req_layout(key_w, value_w).values())
-
-
-def rsp_width(key_w: int, value_w: int) -> int:
-    return sum(w for _, w in rsp_layout(key_w, value_w).values())
-
-
-def pack(layout: dict[str, tuple[int, int]], fields: dict[str, int]) -> int:
-    """tdata of the given field values (missing fields are 0; too wide a value is an error)."""
-    tdata = 0
-    for name, value in fields.items():
-        lsb, width = layout[name]
-        if not 0 <= value < 1 << width:
-            raise ValueError(f"{name}={value:#x} does not fit in {width} bits")
-        tdata |= value << lsb
-    return tdata
-
-
-def unpack(layout: dict[str, tuple[int, int]], tdata: int) -> dict[str, int]:
-    """{field: value} of a tdata."""
-    return {name: (tdata >> lsb) & ((1 << width) - 1) for name, (lsb, width) in layout.items()}
-
-
-def words(value: int, n: int) -> list[int]:
-    """The n 32-bit register words of a multi-word field, word 0 = bits 31:0."""
-    return [(value >> (32 * i)) & 0xFFFFFFFF for i in range(n)]
-
-
-def from_words(ws) -> int:
-    """Inverse of words()."""
-    return sum((w & 0xFFFFFFFF) << (32 * i) for i, w in enumerate(ws))''')
     return "\n".join(L) + "\n"
 
 

@@ -308,46 +308,6 @@ KVSIM_API int kvsim_read(void* h, uint32_t addr, uint32_t* data) {
     return static_cast<Sim*>(h)->read(addr, data);
 }
 
-// n writes (full strobes); resp[i] gets each response.  Stops at the first timeout.
-// Returns the number of transactions done (n unless a timeout occurred).
-KVSIM_API int kvsim_write_many(void* h, const uint32_t* addr, const uint32_t* data, int n, int* resp) {
-    Sim* s = static_cast<Sim*>(h);
-    if (n < 0) return KVSIM_BADARG;
-    for (int i = 0; i < n; ++i) {
-        const int r = s->write(addr[i], data[i], 0xF);
-        if (resp) resp[i] = r;
-        if (r == KVSIM_TIMEOUT) return i;
-    }
-    return n;
-}
-
-KVSIM_API int kvsim_read_many(void* h, const uint32_t* addr, uint32_t* data, int n, int* resp) {
-    Sim* s = static_cast<Sim*>(h);
-    if (n < 0) return KVSIM_BADARG;
-    for (int i = 0; i < n; ++i) {
-        const int r = s->read(addr[i], &data[i]);
-        if (resp) resp[i] = r;
-        if (r == KVSIM_TIMEOUT) return i;
-    }
-    return n;
-}
-
-// Read `addr` until (data & mask) == (value & mask), at most max_reads times.
-// Returns the number of reads done (> 0) on a match, 0 if it never matched, or the
-// negative error of the first read that was not OKAY.  *data gets the last value read.
-KVSIM_API int kvsim_poll(void* h, uint32_t addr, uint32_t mask, uint32_t value, int max_reads,
-                         uint32_t* data) {
-    Sim* s = static_cast<Sim*>(h);
-    uint32_t d = 0;
-    for (int i = 1; i <= max_reads; ++i) {
-        const int r = s->read(addr, &d);
-        if (data) *data = d;
-        if (r != KVSIM_OKAY) return r == KVSIM_TIMEOUT ? KVSIM_TIMEOUT : -16 - r;
-        if ((d & mask) == (value & mask)) return i;
-    }
-    return 0;
-}
-
 // -- Ethernet port ------------------------------------------------------------------------------
 
 // bytes per beat of the MAC-side stream, 0 when the top has no Ethernet port
@@ -401,4 +361,4 @@ KVSIM_API uint64_t kvsim_eth_run(void* h, uint32_t quiet, uint64_t max_cycles) {
 }
 
 // the harness ABI version, checked by pynq_kv/sim.py
-KVSIM_API int kvsim_abi_version(void) { return 2; }
+KVSIM_API int kvsim_abi_version(void) { return 3; }

@@ -6,7 +6,7 @@ sets, each in its own directory under hw/build/kv_csr/.
 
 The engine is not needed: ``EngineModel`` stands in for kv_engine's stream behaviour.  It takes
 request beats with a random tready, checks each beat bit for bit against the request the test
-wrote through the registers (packed with pynq_kv.regmap), and answers after a random latency with
+wrote through the registers (packed with pynq_kv.regcodec), and answers after a random latency with
 a response computed from every request field (``engine_response``), which the test then reads
 back through the RSP_* registers.  All addresses, fields and codes come from pynq_kv.regmap, the
 generated twin of the kv_regs.vh the RTL includes.
@@ -14,7 +14,6 @@ generated twin of the kv_regs.vh the RTL includes.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import os
@@ -35,16 +34,8 @@ for _p in (REPO_DIR, HW_DIR):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-
-def _load_regmap():
-    """pynq_kv.regmap, loaded from its file (it has no dependencies; the package may not import)."""
-    spec = importlib.util.spec_from_file_location("pynq_kv_regmap", REPO_DIR / "pynq_kv" / "regmap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-rm = _load_regmap()
+from pynq_kv import regcodec  # noqa: E402
+from pynq_kv import regmap as rm  # noqa: E402
 
 TOPLEVEL = "kv_csr"
 DEFAULT_SEED = 0x70796E712D6B7631
@@ -96,8 +87,8 @@ class EngineModel:
         self.inject: deque[tuple[int, int]] = deque()        # spurious responses (tdata, tuser)
         self.cycle = 0
         self.errors: list[str] = []
-        self.req_layout = rm.req_layout(tb.key_w, tb.value_w)
-        self.rsp_layout = rm.rsp_layout(tb.key_w, tb.value_w)
+        self.req_layout = regcodec.req_layout(tb.key_w, tb.value_w)
+        self.rsp_layout = regcodec.rsp_layout(tb.key_w, tb.value_w)
         self.last_tdata = None
         cocotb.start_soon(self._run())
 
@@ -139,8 +130,8 @@ class EngineModel:
             dut.m_axis_req_tready.value = ready
             if self.pending and self.pending[0][0] <= self.cycle:
                 _, tdata, tuser = self.pending.popleft()
-                rsp = engine_response(rm.unpack(self.req_layout, tdata), self.tb.key_w, self.tb.value_w)
-                dut.s_axis_rsp_tdata.value = rm.pack(self.rsp_layout, rsp)
+                rsp = engine_response(regcodec.unpack(self.req_layout, tdata), self.tb.key_w, self.tb.value_w)
+                dut.s_axis_rsp_tdata.value = regcodec.pack(self.rsp_layout, rsp)
                 dut.s_axis_rsp_tuser.value = tuser
                 dut.s_axis_rsp_tvalid.value = 1
             elif self.inject:
@@ -163,8 +154,8 @@ class TB:
         self.tag_w = int(self.p["TAG_W"])
         self.key_words = (self.key_w + 31) // 32  # 144-bit keys: 4.5 words
         self.value_words = self.value_w // 32
-        assert len(dut.m_axis_req_tdata) == rm.req_width(self.key_w, self.value_w)
-        assert len(dut.s_axis_rsp_tdata) == rm.rsp_width(self.key_w, self.value_w)
+        assert len(dut.m_axis_req_tdata) == regcodec.req_width(self.key_w, self.value_w)
+        assert len(dut.s_axis_rsp_tdata) == regcodec.rsp_width(self.key_w, self.value_w)
         assert len(dut.counters) == 64 * rm.NUM_COUNTERS
 
         dut.rst.value = 1
@@ -232,7 +223,7 @@ class TB:
             await self.wr(reg, req[name])
         for base, name, n in ((rm.REG_REQ_KEY, "key", self.key_words), (rm.REG_REQ_MASK, "mask", self.key_words),
                               (rm.REG_REQ_VALUE, "value", self.value_words)):
-            for i, w in enumerate(rm.words(req[name], n)):
+            for i, w in enumerate(regcodec.words(req[name], n)):
                 await self.wr(base + 4 * i, w)
 
     async def wait_done(self, limit: int = 200) -> int:
@@ -253,11 +244,11 @@ class TB:
         }
         for base, name, n in ((rm.REG_RSP_KEY, "key", self.key_words), (rm.REG_RSP_MASK, "mask", self.key_words),
                               (rm.REG_RSP_VALUE, "value", self.value_words)):
-            rsp[name] = rm.from_words([await self.rd(base + 4 * i) for i in range(n)])
+            rsp[name] = regcodec.from_words([await self.rd(base + 4 * i) for i in range(n)])
         return rsp
 
     def random_request(self, rng: random.Random, op: int) -> dict:
-        lay = rm.req_layout(self.key_w, self.value_w)
+        lay = regcodec.req_layout(self.key_w, self.value_w)
         req = {name: rng.getrandbits(w) for name, (_, w) in lay.items()}
         req["op"] = op
         return req
@@ -272,7 +263,7 @@ class TB:
         assert st & rm.STATUS_DONE and not st & rm.STATUS_PENDING, f"STATUS {st:#x}"
         assert len(self.engine.beats) == beats + 1, "GO must send exactly one beat"
         tdata, tuser = self.engine.beats[-1]
-        want = rm.pack(rm.req_layout(self.key_w, self.value_w), req)
+        want = regcodec.pack(regcodec.req_layout(self.key_w, self.value_w), req)
         assert tdata == want, f"request beat {tdata:#x} != {want:#x}"
         assert tuser == (tag + 1) % (1 << self.tag_w), f"tuser {tuser} after TAG {tag}"
         expect = engine_response(req, self.key_w, self.value_w)
@@ -330,7 +321,7 @@ async def run_id_geometry(dut):
     assert await tb.rd(rm.REG_CTRL) == 0
 
     # request registers: read back, truncated to their field width; byte strobes honoured
-    lay = rm.req_layout(tb.key_w, tb.value_w)
+    lay = regcodec.req_layout(tb.key_w, tb.value_w)
     for reg, name in ((rm.REG_REQ_OP, "op"), (rm.REG_REQ_BANK, "bank"), (rm.REG_REQ_INDEX, "index"),
                       (rm.REG_REQ_ENTRY, "entry"), (rm.REG_REQ_PRIO, "prio")):
         await tb.wr(reg, M32)
@@ -397,11 +388,11 @@ async def run_mailbox_misuse(dut):
         if not st & rm.STATUS_PENDING:
             break
     assert st & rm.STATUS_BUSY and not st & rm.STATUS_PENDING
-    assert len(eng.beats) == 1 and eng.beats[0][0] == rm.pack(rm.req_layout(tb.key_w, tb.value_w), req)
+    assert len(eng.beats) == 1 and eng.beats[0][0] == regcodec.pack(regcodec.req_layout(tb.key_w, tb.value_w), req)
     await tb.wr(rm.REG_REQ_OP, rm.OP_GET)
     await tb.wr(rm.REG_CTRL, rm.CTRL_GO, AxiResp.SLVERR)
     tag = await tb.rd(rm.REG_TAG)
-    eng.inject.append((rm.pack(rm.rsp_layout(tb.key_w, tb.value_w), {"op": 3, "status": 7}),
+    eng.inject.append((regcodec.pack(regcodec.rsp_layout(tb.key_w, tb.value_w), {"op": 3, "status": 7}),
                        (tag + 1) % (1 << tb.tag_w)))
     for _ in range(10):
         st = await tb.status()
@@ -414,10 +405,10 @@ async def run_mailbox_misuse(dut):
     assert len(eng.beats) == 1, "refused GOs must not send"
 
     # a response while idle is dropped too
-    eng.inject.append((rm.pack(rm.rsp_layout(tb.key_w, tb.value_w), {"op": 1}), tag))
+    eng.inject.append((regcodec.pack(regcodec.rsp_layout(tb.key_w, tb.value_w), {"op": 1}), tag))
     await ClockCycles(dut.clk, 5)
     await tb.wr(rm.REG_CTRL, rm.CTRL_CLR_ERR)
-    eng.inject.append((rm.pack(rm.rsp_layout(tb.key_w, tb.value_w), {"op": 1}), tag))
+    eng.inject.append((regcodec.pack(regcodec.rsp_layout(tb.key_w, tb.value_w), {"op": 1}), tag))
     await ClockCycles(dut.clk, 5)
     st = await tb.status()
     assert st & rm.STATUS_ERR_UNEXPECTED_RSP and st & rm.STATUS_DONE

@@ -38,6 +38,7 @@ for _p in (REPO_DIR, HW_DIR, TB_DIR):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+from pynq_kv import regcodec  # noqa: E402
 from pynq_kv import regmap  # noqa: E402
 from pynq_kv.backend import COUNTER_NAMES, RuleEntry  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
@@ -88,8 +89,8 @@ class TB:
                                  rows=p["ROWS"], stash=p["STASH"], rules=p["RULES"],
                                  prio_width=p["PRIO_W"], hash_seed=p["HASH_SEED"])
         self.model = McModel(self.geometry)
-        self.req_layout = regmap.req_layout(self.key_w, self.value_w)
-        self.rsp_layout = regmap.rsp_layout(self.key_w, self.value_w)
+        self.req_layout = regcodec.req_layout(self.key_w, self.value_w)
+        self.rsp_layout = regcodec.rsp_layout(self.key_w, self.value_w)
 
         self.send_q: deque = deque()        # (index, payload, meta)
         self.expect: deque = deque()        # (index, reply payload, meta)
@@ -241,7 +242,7 @@ class TB:
 
     # -- mailbox (arbiter port A) ---------------------------------------------------------------
     def mb_op(self, what: str, expect: dict, **fields) -> None:
-        word = regmap.pack(self.req_layout, fields)
+        word = regcodec.pack(self.req_layout, fields)
         tag = self.mb_tag
         self.mb_tag = (self.mb_tag + 1) & 0xFF
         self.mb_q.append((word, tag, expect, what))
@@ -279,7 +280,7 @@ class TB:
                 self.errors.append(f"mailbox: response with nothing in flight (tag {tag})")
                 continue
             exp_tag, expect, what = self.mb_inflight.popleft()
-            got = regmap.unpack(self.rsp_layout, word)
+            got = regcodec.unpack(self.rsp_layout, word)
             if tag != exp_tag:
                 self.errors.append(f"mailbox {what}: tag {tag} != {exp_tag}")
             for name, value in expect.items():

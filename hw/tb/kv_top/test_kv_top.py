@@ -59,6 +59,7 @@ for _p in (REPO_DIR, HW_DIR, HW_DIR / "tb" / "kv_mc_core", HW_DIR / "tb" / "kv_e
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+from pynq_kv import regcodec  # noqa: E402
 from pynq_kv import regmap  # noqa: E402
 from pynq_kv.backend import COUNTER_NAMES, RuleEntry  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
@@ -399,11 +400,11 @@ class TB:
     async def mailbox(self, op: int, key: int = 0, value: int = 0, index: int = 0, mask: int = 0,
                       prio: int = 0, flag: int = 0, entry: int = 0) -> dict:
         kw = -(-self.key_w // 32)
-        for i, w in enumerate(regmap.words(key, kw)):
+        for i, w in enumerate(regcodec.words(key, kw)):
             await self.axil.write_dword(regmap.REG_REQ_KEY + 4 * i, w)
-        for i, w in enumerate(regmap.words(mask, kw)):
+        for i, w in enumerate(regcodec.words(mask, kw)):
             await self.axil.write_dword(regmap.REG_REQ_MASK + 4 * i, w)
-        for i, w in enumerate(regmap.words(value, self.value_w // 32)):
+        for i, w in enumerate(regcodec.words(value, self.value_w // 32)):
             await self.axil.write_dword(regmap.REG_REQ_VALUE + 4 * i, w)
         for reg, v in ((regmap.REG_REQ_INDEX, index), (regmap.REG_REQ_PRIO, prio), (regmap.REG_REQ_FLAG, flag),
                        (regmap.REG_REQ_ENTRY, entry), (regmap.REG_REQ_OP, op)):
@@ -417,7 +418,7 @@ class TB:
         status = await self.axil.read_dword(regmap.REG_RSP_STATUS)
         words = [await self.axil.read_dword(regmap.REG_RSP_VALUE + 4 * i) for i in range(self.value_w // 32)]
         data = await self.read64(regmap.REG_RSP_DATA_LO, 0)
-        return {"status": status, "value": regmap.from_words(words), "data64": data}
+        return {"status": status, "value": regcodec.from_words(words), "data64": data}
 
     def raw_key(self, key: bytes) -> int:
         kb = self.key_w // 8
