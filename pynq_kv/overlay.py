@@ -162,13 +162,11 @@ def load(board: Optional[str] = None, backend: Optional[str] = None, *,
     overlays: the folder holding overlays/<board>/ (default: see pynq_kv.manifest).
     device: the XRT device index of the card.
     options: geometry (a Geometry, a mapping, or fields such as rows=1024), value_kind,
-    relocation. On a
-    board the geometry is the hardware's: given fields must match it.
+    relocation. On a board the geometry is the hardware's: given fields must match it.
     """
     backend = AUTO if backend is None else backend
     if backend not in backends():
         raise OverlayError(f"unknown backend {backend!r}; load() accepts {', '.join(backends())}")
-    board = board or os.environ.get(BOARD_ENV) or None
     engine_options, engine_kw = _engine_options(options)
     if backend not in (AUTO, *BOARD_FLOWS):
         if board:
@@ -176,29 +174,31 @@ def load(board: Optional[str] = None, backend: Optional[str] = None, *,
                                f"drop board={board!r} or load it with backend='auto'")
         overlay = _open_simulated(backend, engine_options, engine_kw)
     else:
-        if board:
-            manifest = mf.load_manifest(board, overlays)
+        board = board or os.environ.get(BOARD_ENV) or None
+        if board is None and backend == AUTO:
+            backend = "pynq" if pynq_device_present() else "xrt" if xrt_present() else "model"
+        if backend == "model":
+            overlay = _open_simulated(backend, engine_options, engine_kw)
         else:
-            if backend == AUTO:
-                backend = ("pynq" if pynq_device_present() else
-                           "xrt" if xrt_present() else "model")
-            if backend == "model":
-                overlay = _open_simulated(backend, engine_options, engine_kw)
-                log.info("%s", overlay.describe())
-                return overlay
-            board = _default_board(backend, overlays)
-            manifest = mf.load_manifest(board, overlays)
-        flow = manifest["flow"]
-        kind = next((k for k, f in BOARD_FLOWS.items() if f == flow), None)
-        if kind is None or backend not in (AUTO, kind):
-            raise OverlayError(f"board {board} is a {flow} overlay, which backend {backend!r} "
-                               f"cannot load" + (f" (it loads with backend={kind!r})" if kind else ""))
-        folder = mf.overlays_dir(overlays) / board
-        mf.check_regmap_version(manifest, folder / "manifest.json")
-        opener = _open_pynq if kind == "pynq" else _open_xrt
-        overlay = opener(board, manifest, folder, engine_options, engine_kw, device)
+            overlay = _open_board(board or _default_board(backend, overlays), backend, overlays,
+                                  engine_options, engine_kw, device)
     log.info("%s", overlay.describe())
     return overlay
+
+
+def _open_board(board: str, backend: str, overlays: Optional[mf.PathLike],
+                options: EngineOptions, engine_kw: dict[str, Any], device: int) -> KVOverlay:
+    """A board's overlay, after the checks that need no hardware (manifest, flow, version)."""
+    manifest = mf.load_manifest(board, overlays)
+    flow = manifest["flow"]
+    kind = next((k for k, f in BOARD_FLOWS.items() if f == flow), None)
+    if kind is None or backend not in (AUTO, kind):
+        raise OverlayError(f"board {board} is a {flow} overlay, which backend {backend!r} "
+                           f"cannot load" + (f" (it loads with backend={kind!r})" if kind else ""))
+    folder = mf.overlays_dir(overlays) / board
+    mf.check_regmap_version(manifest, folder / "manifest.json")
+    opener = _open_pynq if kind == "pynq" else _open_xrt
+    return opener(board, manifest, folder, options, engine_kw, device)
 
 
 # -- the simulated overlay ---------------------------------------------------------------

@@ -438,6 +438,8 @@ def test_board_names_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv(ovl.BOARD_ENV, "nope")
     with pytest.raises(UnknownBoard, match="'nope'"):
         pynq_kv.load()
+    with pynq_kv.load(backend="model", rows=64) as ov:  # the simulated overlay names no board
+        assert ov.kind == "simulated"
 
 
 def test_board_and_backend_that_do_not_go_together():
