@@ -298,7 +298,11 @@ def _open_pynq(board: str, manifest: dict[str, Any], folder: Path, options: Engi
                                 f"({exc})") from exc
     import pynq
 
-    ol = pynq.Overlay(str(bit))
+    try:
+        ol = pynq.Overlay(str(bit))
+    except Exception as exc:  # PYNQ raises what its parsers and the FPGA manager raise
+        raise OverlayError(f"PYNQ could not load {bit}: {exc}; rebuild it with "
+                           f"make -C hw overlay BOARD={board}") from exc
     ip = getattr(ol, manifest["instance"], None)
     if not isinstance(ip, pynq_driver.KVEngineIP):
         raise ManifestError(

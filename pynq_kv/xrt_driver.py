@@ -87,7 +87,11 @@ def open_registers(xclbin_path: Path, manifest: dict[str, Any], device_index: in
     after the card was opened, the handles are dropped before the error is raised.
     """
     pyxrt = import_pyxrt()
-    xclbin = pyxrt.xclbin(os.fspath(xclbin_path))
+    try:
+        xclbin = pyxrt.xclbin(os.fspath(xclbin_path))
+    except RuntimeError as exc:
+        raise ManifestError(f"XRT cannot read {xclbin_path}: {exc}; rebuild it with "
+                            f"make -C hw overlay BOARD={manifest['board']}") from exc
     platform = manifest.get("platform")
     built_for = str(xclbin.get_xsa_name())
     if platform and _normalized(built_for) != _normalized(platform):

@@ -142,6 +142,8 @@ def pynq_board(monkeypatch):
     class StandInOverlay:
         def __init__(self, bitfile_name: str, **kwargs: Any) -> None:
             state["calls"].append(("Overlay", bitfile_name, kwargs))
+            if state["regs"] is None:  # what PYNQ raises for a .hwh it cannot parse
+                raise RuntimeError("no IP found in the hardware handoff file")
             self.kv_engine_top_0 = open_simulated_ip(state["regs"])
             self.device = SimulatedDevice(state["mac"], base_addr=0xA001_0000, length=0x1_0000)
 
@@ -235,6 +237,13 @@ def test_pynq_bitstream_that_is_not_the_manifest_s_is_refused_and_no_engine_made
     assert pynq_board["mac"].words[ovl.XXV_CONFIGURATION_RX_REG1] == 0  # MAC left disabled
 
 
+def test_pynq_failing_to_load_the_bitstream_is_an_overlay_error(tmp_path, pynq_board):
+    root = overlays(tmp_path, "kr260", files=("kv.bit", "kv.hwh"))
+    with pytest.raises(OverlayError, match="PYNQ could not load .*kv.bit: no IP found") as err:
+        pynq_kv.load("kr260", overlays=root)
+    assert "make -C hw overlay BOARD=kr260" in str(err.value)
+
+
 def test_geometry_options_on_a_board_must_match_the_hardware(tmp_path, pynq_board):
     root = overlays(tmp_path, "kr260", files=("kv.bit", "kv.hwh"))
     pynq_board["regs"] = CsrDouble(SMALL)
@@ -263,6 +272,8 @@ def fake_pyxrt(regs: Any, platform: str, kernels: tuple[str, ...] = ("kv_krnl",)
     class xclbin:
         def __init__(self, path: str) -> None:
             calls.append(("xclbin", path))
+            if Path(path).read_text() == "corrupt":
+                raise RuntimeError("Invalid xclbin")  # what XRT raises for a file it cannot read
             self.path = path
 
         def get_xsa_name(self) -> str:
@@ -387,6 +398,15 @@ def test_xclbin_for_another_platform_is_refused_before_the_card_is_opened(tmp_pa
     with pytest.raises(ManifestError, match="u250") as err:
         pynq_kv.load("u55c", overlays=root)
     assert str(root / "u55c" / "kv.xclbin") in str(err.value)
+    assert [c[0] for c in fake.calls] == ["xclbin"]
+
+
+def test_unreadable_xclbin_is_refused_before_the_card_is_opened(tmp_path, alveo):
+    root = overlays(tmp_path, "u55c", files=("kv.xclbin",))
+    (root / "u55c" / "kv.xclbin").write_text("corrupt")
+    fake = alveo(CsrDouble(SMALL))
+    with pytest.raises(ManifestError, match="XRT cannot read .*kv.xclbin: Invalid xclbin"):
+        pynq_kv.load("u55c", overlays=root)
     assert [c[0] for c in fake.calls] == ["xclbin"]
 
 
