@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pynq_kv.engine import KVEngine
 from pynq_kv.layout import FieldLayout
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 
 from .imports import ImportJobs
 

@@ -22,7 +22,7 @@ from swagger_ui_bundle import swagger_ui_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pynq_kv import __version__
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 
 from . import errors
 from .imports import ImportJobs

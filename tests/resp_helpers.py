@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from pynq_kv import Geometry, KVEngine
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 from pynq_kv.serve.resp import RespConfig, start_resp_server
 
 HOST = "127.0.0.1"

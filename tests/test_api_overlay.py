@@ -6,7 +6,7 @@ import pytest
 
 from api_support import AUTH, LAYOUT, client_for, small_appliance
 from pynq_kv import KVEngine
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 
 
 def test_overlay_describes_the_engine_and_layout():

@@ -23,12 +23,13 @@ from typing import Iterator
 import pytest
 
 from pynq_kv import regmap as rm
+from pynq_kv.board import BoardBackend, VirtualBoard, board_engine
 from pynq_kv.engine import KVEngine
 from pynq_kv.geometry import Geometry
 from pynq_kv.net import codec
-from pynq_kv.net.board import BoardBackend, VirtualBoard, board_engine, start_board_bridge
-from pynq_kv.net.server import DATAGRAM_COUNTERS, handle_datagram
 from pynq_kv.rules import Rule
+from pynq_kv.serve.memcached.bridge import start_board_bridge
+from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS, handle_datagram
 from test_net_memcached import (  # noqa: F401  (memcached is a fixture)
     Peer,
     ServerThread,

@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 from pynq_kv.engine import KVEngine
 from pynq_kv.net import codec
-from pynq_kv.net.server import UdpServer, start_udp_server
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.serve.memcached.server import UdpServer, start_udp_server
+from pynq_kv.appliance import Appliance
 
 pytestmark = pytest.mark.skipif(shutil.which("memcached") is None, reason="memcached not installed")
 

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from pynq_kv.engine import KVEngine
 from pynq_kv.net import MemcacheError, MemcacheTimeout, MemcacheUDPClient
-from pynq_kv.net.server import DATAGRAM_COUNTERS, handle_datagram, start_udp_server
+from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS, handle_datagram, start_udp_server
 from pynq_kv.rules import Rule
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 
 RID = 0x1234
 HDR = struct.pack(">HHHH", RID, 0, 1, 0)

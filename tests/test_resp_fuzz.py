@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pynq_kv import Geometry, KVEngine, Rule
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 from pynq_kv.serve.resp import RespConfig
 from resp_fuzz_inputs import (
     READ_COMMANDS,

@@ -15,7 +15,7 @@ from redis.retry import Retry
 
 from pynq_kv import FieldLayout, Geometry, KVEngine
 from pynq_kv.serve.resp import RespConfig
-from pynq_kv.serve.resp.codec import tagged_rows
+from pynq_kv.keys import tagged_rows
 from resp_helpers import HOST, PynqServer, RawClient, encode_command, exchange
 
 pytestmark = pytest.mark.timeout(120)

@@ -215,7 +215,7 @@ def test_rtl_backend_with_udp_serves_the_virtual_board(env: dict[str, str], tmp_
     """`serve --backend rtl --udp-port P`: UDP datagrams reach the Verilated kv_top's Ethernet
     port, and RESP writes go through its AXI4-Lite mailbox into the same RTL tables."""
     from pynq_kv.geometry import Geometry
-    from pynq_kv.net.board import board_library
+    from pynq_kv.board import board_library
 
     board_library(Geometry(key_width=288, value_width=256, ways=4, rows=1024, stash=8, rules=16))
     server = Served(["--backend", "rtl", *BOARD_ARGS, "--state", str(tmp_path / "rtl.npz"),

@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pynq_kv.serve.appliance import Appliance
+from pynq_kv.appliance import Appliance
 
 from ..deps import ApplianceDep
 

@@ -58,7 +58,7 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     import asyncio
     import logging
 
-    from ..serve.app import serve as run_appliance
+    from ..serve.runner import serve as run_appliance
     from ..serve.config import build_config, load_config_file
 
     cfg = config_of(ctx)

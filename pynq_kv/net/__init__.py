@@ -1,4 +1,4 @@
-"""memcached over UDP for pynq-kv: codec, text subset, client, software server (docs/frontend.md)."""
+"""memcached over UDP without an engine: codecs, text subset, frames, client (docs/frontend.md)."""
 
 from .client import MatchReply, MemcacheError, MemcacheTimeout, MemcacheUDPClient
 from .codec import Opcode, Request, Response, Status

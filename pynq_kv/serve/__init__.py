@@ -1,5 +1,2 @@
-"""`pynq-kv serve`: the appliance — one engine, its front-ends and the admin service."""
-
-from .appliance import Appliance
-
-__all__ = ["Appliance"]
+"""The front-ends of the appliance: Redis/RESP (resp/), memcached/UDP (memcached/), and the
+runner that starts them, with the admin service, over one `pynq_kv.appliance.Appliance`."""

@@ -1,6 +1,6 @@
 """Stimulus and reference model shared by the memcached front-end testbenches.
 
-`McModel` is the reference: `pynq_kv.net.server.handle_datagram` on a model `KVEngine` of the
+`McModel` is the reference: `pynq_kv.serve.memcached.server.handle_datagram` on a model `KVEngine` of the
 same geometry (relocation off, as the RTL data plane never relocates: frontend.md §5).
 `Stim` makes UDP payloads for docs/frontend.md §3-§6: binary datagrams of every opcode, with
 quiet ops, NOOP-terminated multi-gets and every malformation of §4.1; text datagrams of the
@@ -17,7 +17,7 @@ from collections import Counter
 from pynq_kv.engine import KVEngine
 from pynq_kv.geometry import Geometry
 from pynq_kv.net.codec import HEADER, Opcode, Request
-from pynq_kv.net.server import DATAGRAM_COUNTERS, handle_datagram
+from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS, handle_datagram
 from pynq_kv.net.udpframe import wrap
 
 PRINTABLE = bytes(range(0x21, 0x7F))

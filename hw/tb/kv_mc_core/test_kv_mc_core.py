@@ -3,7 +3,7 @@
 The DUT is tb_kv_mc_core.v: kv_mc_core on port B of kv_mc_arb in front of a real kv_engine,
 port A (the CSR mailbox in kv_top) driven by this testbench.  UDP payloads go in with random
 metadata; every payload is handed at the same moment to the reference model
-(`pynq_kv.net.server.handle_datagram` on a model KVEngine of the same geometry, mc_stim.McModel),
+(`pynq_kv.serve.memcached.server.handle_datagram` on a model KVEngine of the same geometry, mc_stim.McModel),
 whose reply payloads the DUT must send, byte for byte and in order, each with the request's
 metadata (frontend.md §2: the reply goes back to the source).  At the end the core's
 frontend.md §8 counters and the engine's counters must equal the model's.
@@ -44,7 +44,7 @@ from pynq_kv.backend import COUNTER_NAMES, RuleEntry  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
 from pynq_kv.hashing import hash_int  # noqa: E402
 from pynq_kv.net.codec import Opcode, Request  # noqa: E402
-from pynq_kv.net.server import DATAGRAM_COUNTERS  # noqa: E402
+from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS  # noqa: E402
 from pynq_kv.net.udpframe import wrap  # noqa: E402
 
 from mc_stim import McModel, Stim, directed_payloads  # noqa: E402

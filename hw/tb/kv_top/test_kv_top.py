@@ -13,7 +13,7 @@ Two references, both independent of the RTL:
     counter and, for a datagram to our port, the UDP payload and metadata the memcached core must
     receive; the core's input (kv_top's internal ``pl_*`` stream) is watched and must carry exactly
     those, in order (a frame the rules accept may only be missing as drop_fifo_full);
-  - the software server, ``pynq_kv.net.server.handle_datagram`` on a model KVEngine of the same
+  - the software server, ``pynq_kv.serve.memcached.server.handle_datagram`` on a model KVEngine of the same
     geometry (mc_stim.McModel), is given each payload the moment the core takes it and returns the
     reply payloads the design must send.
 Every transmitted frame is compared byte for byte with the frame scapy builds for it

@@ -4,9 +4,9 @@
     ...
     await server.close()
 
-protocol.py frames requests and encodes replies, commands.py (and kv.py, info.py) holds the
-command table and handlers, errors.py Redis' exact error texts, server.py the asyncio server,
-per-connection state and the batching dispatcher.
+protocol.py frames requests and encodes replies, commands/ holds the handlers by family and
+the command table (commands/table.py), errors.py Redis' exact error texts, server.py the asyncio
+server, per-connection state and the batching dispatcher (serve.batch's design).
 """
 
 from .server import Connection, RespConfig, RespServer, start_resp_server

@@ -13,7 +13,7 @@ import sys
 
 from ...engine import KVEngine
 from ...geometry import Geometry
-from ..appliance import Appliance
+from ...appliance import Appliance
 from .server import RespConfig, start_resp_server
 
 

@@ -2,13 +2,14 @@
 
 Commands are not run as they are parsed. Every connection parses what it received into a
 shared queue and the first one schedules a *tick* (loop.call_soon); the tick runs everything
-queued during that event-loop iteration, from all clients, in arrival order. Consecutive GETs,
-MGETs and EXISTS (from any clients) become one engine.get_batch, consecutive plain SETs one
-engine.set_batch: the engine contract (docs/engine.md §7) says a batch means the same as its
-operations one after another, so this is exactly sequential execution, at batch cost — the way
-hardware wants work (one request per clock), and what lets a Python server keep up. Any other
-command first flushes the runs before it, so each client's replies stay in order. Each client's
-replies of a tick go out in one transport.write.
+queued during that event-loop iteration, from all clients, in arrival order, with the batching
+both servers share (serve/batch.py: plan, run, render). Consecutive GETs, MGETs and EXISTS
+(from any clients) are planned into one run and become one engine.get_batch, consecutive plain
+SETs one engine.set_batch: the engine contract (docs/engine.md §7) says a batch means the same
+as its operations one after another, so this is exactly sequential execution, at batch cost —
+the way hardware wants work (one request per clock), and what lets a Python server keep up.
+Any other command first flushes the pipeline, so each client's replies stay in order. Each
+client's replies of a tick go out in one transport.write.
 
 Limits that keep the server alive: max_clients (then "-ERR max number of clients reached"),
 max_bulk_len (a longer declared bulk is Redis' "invalid bulk length" protocol error),
@@ -35,22 +36,17 @@ import numpy as np
 
 from ...errors import KVError
 from . import errors as E
-from .codec import int_rows, parse_uint, tagged_rows
-from .commands import (
-    BATCH_EXISTS,
-    BATCH_GET,
-    BATCH_MGET,
-    BATCH_SET,
-    Command,
-    build_table,
-    lookup,
-)
+from ...keys import int_rows, tagged_rows
+from ..batch import Limits, Pipeline
+from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, key_error, lookup, value_in
+from .commands.table import build_table
 from .protocol import BULK_HEADERS, ErrorReply, Raw, RequestParser, bulk, encode, fast_tables
 
 log = logging.getLogger("pynq_kv.serve.resp")
 
 _FULL = 3  # SetStatus.FULL as a plain int
 _GET_BLOCK, _SET_BLOCK = 10, 11  # dispatcher item kinds for a block of GETs / SETs
+_READ, _WRITE = 1, 2  # the two kinds of run: get_batch (GET, MGET, EXISTS), set_batch (SET)
 _OK = b"+OK\r\n"
 _CRLF = b"\r\n"
 
@@ -69,6 +65,15 @@ class RespConfig:
     batching: bool = True  # fold runs of GET/MGET/EXISTS and SET into engine batches
     backlog: int = 511
     redis_version: str = "7.0.0"  # what HELLO and INFO report: the Redis protocol level served
+
+
+class _Failed:
+    """What an engine batch raised: every command of its run answers an engine error."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
 
 
 class Connection(asyncio.Protocol):
@@ -234,6 +239,7 @@ class RespServer:
         self._server: Any = None
         self._sweeper: Any = None
         self.total_connections = 0
+        self._limits = Limits(appliance.engine)
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -256,6 +262,18 @@ class RespServer:
     @property
     def engine(self) -> Any:
         return self.appliance.engine
+
+    def _take_engine(self) -> None:
+        """Serve from the appliance's engine as it is now (the admin service may reload it)."""
+        engine = self.appliance.engine
+        if self._limits.engine is not engine:
+            self._limits = Limits(engine)
+
+    @property
+    def limits(self) -> Limits:
+        """The key/value checks of the engine now served."""
+        self._take_engine()
+        return self._limits
 
     @property
     def key_too_long(self) -> bytes:
@@ -339,29 +357,27 @@ class RespServer:
             self.conns.pop(conn.id, None)
         self._sweeper = self.loop.call_later(self._sweep_every, self._sweep)
 
-    # -- dispatch ------------------------------------------------------------------------------
+    # -- dispatch: plan, run, render (serve/batch.py) -----------------------------------------
     def tick(self) -> None:
-        """Run every queued command, batching runs of GET-like and SET commands."""
+        """Run every queued command of every client in arrival order, batching as batch.py says."""
         self.scheduled = False
         queue = self.queue
         if not queue:
             return
         self.queue = []
-        eng = self.appliance.engine
-        maxk = eng.key_format.max_bytes
-        ints = eng.value_kind == "int"
-        maxv = eng.value_format.max_bytes
-        vbits = eng.geometry.value_width
-        batching = self.config.batching
-        table = self.commands
+        self._take_engine()  # one engine for the whole tick
+        pipe: Pipeline = Pipeline(self._run_batch, self._render_batch)
         touched: list[Connection] = []
-        r_items: list[tuple[Connection, int, Any]] = []  # (client, kind, count or error reply)
-        r_keys: list[bytes] = []
-        w_items: list[tuple[Connection, int, Any]] = []
-        w_keys: list[bytes] = []
-        w_vals: list[Any] = []
-        key_error = value_error = b""
-        commands = 0
+        self.total_commands += self._dispatch(pipe, queue, touched)
+        pipe.flush()
+        self._write(touched)
+
+    def _dispatch(self, pipe: Pipeline, queue: list, touched: list[Connection]) -> int:
+        """Plan every queued command into the pipeline, or run it in its turn (which flushes the
+        pipeline first); a client's commands stop at one that closes it. Returns how many ran."""
+        batching = self.config.batching
+        plan, call = self._plan, self._call
+        count = 0
         i = 0
         while i < len(queue):  # throttled clients may append while we run
             conn, cmds, error = queue[i]
@@ -371,108 +387,23 @@ class RespServer:
             if not conn.touched:
                 conn.touched = True
                 touched.append(conn)
-            authed = conn.authenticated
-            k = 0
-            while k < len(cmds):
-                args = cmds[k]
-                k += 1
-                if type(args) is tuple:  # a block of commands with the same argument count
-                    names = args[0]
-                    n = len(names)
-                    commands += n
-                    cmd = table.get(names[0])
-                    if cmd is not None and authed and batching and names.count(names[0]) == n:
-                        kind = cmd.batch
-                        if kind == BATCH_GET and len(args) == 2 and max(map(len, args[1])) <= maxk:
-                            if w_items:
-                                self._flush_writes(eng, w_items, w_keys, w_vals, ints)
-                                w_items, w_keys, w_vals = [], [], []
-                            r_items.append((conn, _GET_BLOCK, n))
-                            r_keys += args[1]
-                            continue
-                        if (kind == BATCH_SET and len(args) == 3 and not ints
-                                and max(map(len, args[1])) <= maxk and max(map(len, args[2])) <= maxv):
-                            if r_items:
-                                self._flush_reads(eng, r_items, r_keys, ints)
-                                r_items, r_keys = [], []
-                            w_items.append((conn, _SET_BLOCK, n))
-                            w_keys += args[1]
-                            w_vals += args[2]
-                            continue
-                    commands -= n
-                    cmds = [list(one) for one in zip(*args)] + cmds[k:]  # one by one, then
-                    k = 0
-                    continue
-                commands += 1
-                cmd = table.get(args[0])
-                if cmd is not None and cmd.batch and authed and batching:
-                    kind = cmd.batch
-                    n = len(args)
-                    if kind == BATCH_GET:
-                        if n == 2:
-                            if w_items:
-                                self._flush_writes(eng, w_items, w_keys, w_vals, ints)
-                                w_items, w_keys, w_vals = [], [], []
-                            if len(args[1]) > maxk:
-                                key_error = key_error or E.error_reply(self.key_too_long)
-                                r_items.append((conn, 0, key_error))
-                            else:
-                                r_items.append((conn, BATCH_GET, 1))
-                                r_keys.append(args[1])
-                            continue
-                    elif kind == BATCH_SET:
-                        if n == 3:
-                            if r_items:
-                                self._flush_reads(eng, r_items, r_keys, ints)
-                                r_items, r_keys = [], []
-                            key, value = args[1], args[2]
-                            if len(key) > maxk:
-                                key_error = key_error or E.error_reply(self.key_too_long)
-                                w_items.append((conn, 0, key_error))
-                            elif ints:
-                                number = parse_uint(value, vbits)
-                                if number is None:
-                                    w_items.append((conn, 0, E.error_reply(E.value_not_integer(vbits))))
-                                else:
-                                    w_items.append((conn, BATCH_SET, 1))
-                                    w_keys.append(key)
-                                    w_vals.append(number)
-                            elif len(value) > maxv:
-                                value_error = value_error or E.error_reply(self.value_too_long)
-                                w_items.append((conn, 0, value_error))
-                            else:
-                                w_items.append((conn, BATCH_SET, 1))
-                                w_keys.append(key)
-                                w_vals.append(value)
-                            continue
-                    elif n >= 2:  # MGET, EXISTS
-                        if w_items:
-                            self._flush_writes(eng, w_items, w_keys, w_vals, ints)
-                            w_items, w_keys, w_vals = [], [], []
-                        keys = args[1:]
-                        if max(map(len, keys)) > maxk:
-                            key_error = key_error or E.error_reply(self.key_too_long)
-                            r_items.append((conn, 0, key_error))
-                        else:
-                            r_items.append((conn, kind, n - 1))
-                            r_keys += keys
+            batch = batching and conn.authenticated
+            for args in cmds:
+                if type(args) is tuple:  # a block: one argument count, one column per argument
+                    if batch and self._plan_block(pipe, conn, args):
+                        count += len(args[0])
                         continue
-                if r_items:
-                    self._flush_reads(eng, r_items, r_keys, ints)
-                    r_items, r_keys = [], []
-                if w_items:
-                    self._flush_writes(eng, w_items, w_keys, w_vals, ints)
-                    w_items, w_keys, w_vals = [], [], []
-                self._run(conn, args)
+                    count += self._plan_rows(pipe, conn, args, batch)
+                else:
+                    count += 1
+                    if batch and plan(pipe, conn, args):
+                        continue
+                    pipe.flush()
+                    call(conn, args)
                 if conn.closing:
                     break
             if error is not None or conn.throttled or conn.awaiting:
-                if r_items:
-                    self._flush_reads(eng, r_items, r_keys, ints)
-                    r_items, r_keys = [], []
-                if w_items:
-                    self._flush_writes(eng, w_items, w_keys, w_vals, ints)
-                    w_items, w_keys, w_vals = [], [], []
+                pipe.flush()  # its replies come before the protocol error, or the next command
                 if error is not None and not conn.closing:
                     conn.out.append(E.error_reply(error))
                     self.protocol_errors += 1
@@ -480,11 +411,87 @@ class RespServer:
                     conn.closing = True
                 elif conn.awaiting and not conn.closing:
                     self._resume(conn, queue)
-        if r_items:
-            self._flush_reads(eng, r_items, r_keys, ints)
-        if w_items:
-            self._flush_writes(eng, w_items, w_keys, w_vals, ints)
-        self.total_commands += commands
+        return count
+
+    def _plan_rows(self, pipe: Pipeline, conn: Connection, block: tuple, batch: bool) -> int:
+        """A block the pipeline cannot take whole, one command at a time, as _dispatch runs them."""
+        count = 0
+        for row in zip(*block):
+            args = list(row)
+            count += 1
+            if batch and self._plan(pipe, conn, args):
+                continue
+            pipe.flush()
+            self._call(conn, args)
+            if conn.closing:
+                break
+        return count
+
+    def _plan(self, pipe: Pipeline, conn: Connection, args: list[bytes]) -> bool:
+        """Put a GET, MGET, EXISTS or plain SET into the pipeline; False for any other command.
+
+        The checks are the handlers' (Limits, key_error, value_in); on this path, run for every
+        command, the key-length test reads Limits.max_key directly instead of calling key_fits.
+        """
+        cmd = self.commands.get(args[0])
+        if cmd is None or not cmd.batch:
+            return False
+        kind = cmd.batch
+        n = len(args)
+        limits = self._limits
+        if kind == BATCH_GET:
+            if n != 2:
+                return False
+            key = args[1]
+            if len(key) <= limits.max_key:
+                pipe.add(_READ, (conn, BATCH_GET, 1), key)
+            else:
+                pipe.ready((conn, 0, E.error_reply(key_error(self, key))), _READ)
+            return True
+        if kind == BATCH_SET:
+            if n != 3:
+                return False  # SET with options: its handler
+            key = args[1]
+            value = limits.value(args[2])
+            if len(key) > limits.max_key:
+                pipe.ready((conn, 0, E.error_reply(key_error(self, key))), _WRITE)
+            elif value is None:
+                pipe.ready((conn, 0, E.error_reply(value_in(self, args[2]))), _WRITE)
+            else:
+                pipe.add(_WRITE, (conn, BATCH_SET, 1), key, value)
+            return True
+        if n < 2:
+            return False  # MGET or EXISTS without keys: the arity error
+        keys = args[1:]
+        longest = max(keys, key=len)
+        if len(longest) <= limits.max_key:
+            pipe.extend(_READ, (conn, kind, n - 1), keys)
+        else:
+            pipe.ready((conn, 0, E.error_reply(key_error(self, longest))), _READ)
+        return True
+
+    def _plan_block(self, pipe: Pipeline, conn: Connection, block: tuple) -> bool:
+        """A block of GETs, or of plain SETs of byte strings, that all fit: one pipeline item."""
+        names = block[0]
+        n = len(names)
+        cmd = self.commands.get(names[0])
+        if cmd is None or names.count(names[0]) != n:
+            return False
+        limits = self._limits
+        kind = cmd.batch
+        if kind == BATCH_GET:
+            if len(block) == 2 and max(map(len, block[1])) <= limits.max_key:
+                pipe.extend(_READ, (conn, _GET_BLOCK, n), block[1])
+                return True
+        elif (kind == BATCH_SET and len(block) == 3 and not limits.ints
+                and max(map(len, block[1])) <= limits.max_key
+                and max(map(len, block[2])) <= limits.max_value):
+            pipe.extend(_WRITE, (conn, _SET_BLOCK, n), block[1], block[2])
+            return True
+        return False
+
+    def _write(self, touched: list[Connection]) -> None:
+        """Each touched client's replies of this tick in one transport.write; close the closing."""
         written = 0
         for conn in touched:
             conn.touched = False
@@ -514,7 +521,7 @@ class RespServer:
             conn.awaiting = conn.throttled and bool(more)
             queue.append((conn, more, error))
 
-    def _run(self, conn: Connection, args: list[bytes]) -> None:
+    def _call(self, conn: Connection, args: list[bytes]) -> None:
         """One command the unbatched way: lookup, arity, AUTH, handler, encoded reply."""
         cmd = lookup(self.commands, args)
         out = conn.out
@@ -550,24 +557,42 @@ class RespServer:
         if n > self.max_batch:
             self.max_batch = n
 
-    def _flush_reads(self, eng: Any, items: list, keys: list[bytes], ints: bool) -> None:
-        """One get_batch for a run of GET/MGET/EXISTS; replies in each client's order."""
+    def _run_batch(self, kind: int, keys: list[bytes], values: list[Any]) -> Any:
+        """One engine batch for a run: get_batch for reads, set_batch for writes, or what it raised."""
+        limits = self._limits
+        eng = limits.engine
+        g = eng.geometry
+        self._count_batch(len(keys))
+        try:
+            if kind == _READ:
+                return eng.get_batch(tagged_rows(keys, g.key_bytes))
+            rows = int_rows(values, g.value_bytes) if limits.ints else tagged_rows(values, g.value_bytes)
+            return eng.set_batch(tagged_rows(keys, g.key_bytes), rows)
+        except Exception as exc:
+            return _Failed(exc)
+
+    def _render_batch(self, kind: int, items: list, answer: Any) -> None:
+        """Every item of a run, in order, into its client's replies."""
+        if type(answer) is _Failed:
+            self._fail_run(items, answer.exc)
+        elif kind == _READ:
+            self._render_reads(items, answer)
+        else:
+            self._render_writes(items, answer)
+
+    def _render_reads(self, items: list, answer: Any) -> None:
+        """Replies of a run of GET/MGET/EXISTS (answer: get_batch's, None if all were errors)."""
         hits: list[bool] = []
         replies: list[Optional[bytes]] = []
         record = 0  # > 0: every reply is one fixed-size record of a single blob
         blob = b""
-        if keys:
-            self._count_batch(len(keys))
-            try:
-                hit, values = eng.get_batch(tagged_rows(keys, eng.geometry.key_bytes))
-            except Exception as exc:
-                self._fail_run(items, exc)
-                return
+        if answer is not None:
+            hit, values = answer
             hits = hit.tolist()
             found = hits.count(True)
             self.keyspace_hits += found
             self.keyspace_misses += len(hits) - found
-            if ints:
+            if self._limits.ints:
                 numbers = values.tolist() if values.ndim == 1 else [
                     int.from_bytes(row.tobytes(), "big") for row in values]
                 replies = [bulk(str(v).encode()) if h else None for h, v in zip(hits, numbers)]
@@ -604,18 +629,10 @@ class RespServer:
                 out.append(b":%d\r\n" % hits[j:j + n].count(True))
                 j += n
 
-    def _flush_writes(self, eng: Any, items: list, keys: list[bytes], values: list, ints: bool) -> None:
-        """One set_batch for a run of plain SETs; each answers OK, or OOM when it found no room."""
+    def _render_writes(self, items: list, status: Any) -> None:
+        """Replies of a run of plain SETs: OK, or OOM where set_batch found no room."""
         full: list[bool] = []
-        if keys:
-            self._count_batch(len(keys))
-            g = eng.geometry
-            try:
-                rows = int_rows(values, g.value_bytes) if ints else tagged_rows(values, g.value_bytes)
-                status = eng.set_batch(tagged_rows(keys, g.key_bytes), rows)
-            except Exception as exc:
-                self._fail_run(items, exc)
-                return
+        if status is not None:
             failed = status == _FULL
             if failed.any():
                 full = failed.tolist()
@@ -694,4 +711,4 @@ async def start_resp_server(appliance: Any, host: str = "127.0.0.1", port: int =
     return server
 
 
-__all__ = ["RespConfig", "RespServer", "Connection", "start_resp_server", "Command"]
+__all__ = ["RespConfig", "RespServer", "Connection", "start_resp_server"]

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..engine import KVEngine
-from ..layout import FieldLayout
+from .engine import KVEngine
+from .layout import FieldLayout
 
 StatsFn = Callable[[], dict[str, Any]]
 

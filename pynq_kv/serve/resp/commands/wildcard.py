@@ -1,4 +1,4 @@
-"""The engine's own commands, module style: KV.MATCH, KV.RULE.ADD/DEL/LIST, KV.STATS.
+"""Wildcard commands, the engine's own (module style): KV.MATCH, KV.RULE.ADD/DEL/LIST, KV.STATS.
 
     KV.MATCH key                                 exact entry, else best wildcard rule, else miss
     KV.MATCH FIELD name value [FIELD ...]        the same for a structured key (appliance layout)
@@ -16,24 +16,21 @@ Engine refusals (InvalidRule, RuleTableFull, a bad field) become "ERR <the engin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
-from ...errors import KVError
-from ...ranges import range_to_ternary
-from ...rules import Rule, Ternary
-from . import errors as E
-from .commands import key_error, value_in, value_out
-from .protocol import ErrorReply, string2ll
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .server import Connection, RespServer
+from ....errors import KVError
+from ....ranges import range_to_ternary
+from ....rules import Rule, Ternary
+from .. import errors as E
+from ..protocol import ErrorReply, string2ll
+from .base import Client, Command, Server, key_error, value_in, value_out
 
 
 def _text(arg: bytes) -> str:
     return arg.decode("utf-8", "surrogateescape")
 
 
-def _fields(srv: "RespServer", args: list[bytes]) -> Any:
+def _fields(srv: Server, args: list[bytes]) -> Any:
     """{name: text} from FIELD name value triples, or an ErrorReply."""
     if srv.appliance.layout is None:
         return ErrorReply(b"ERR FIELD needs a field layout; this appliance serves byte-string keys")
@@ -50,7 +47,7 @@ def _fields(srv: "RespServer", args: list[bytes]) -> Any:
     return out
 
 
-def cmd_match(srv: "RespServer", conn: "Connection", args: list[bytes]) -> Any:
+def cmd_match(srv: Server, conn: Client, args: list[bytes]) -> Any:
     eng = srv.engine
     if len(args) == 2:
         error = key_error(srv, args[1])
@@ -74,7 +71,7 @@ def cmd_match(srv: "RespServer", conn: "Connection", args: list[bytes]) -> Any:
     return [kind, value, result.rule_id]
 
 
-def _prefix_rule(srv: "RespServer", prefix: bytes, priority: int, value: Any,
+def _prefix_rule(srv: Server, prefix: bytes, priority: int, value: Any,
                  name: Optional[str]) -> Any:
     """A rule over the length-tagged encoding: key bytes 1..len(prefix) equal the prefix.
 
@@ -98,7 +95,7 @@ def _prefix_rule(srv: "RespServer", prefix: bytes, priority: int, value: Any,
     return Rule(entries, priority, value, name, spec)
 
 
-def cmd_rule_add(srv: "RespServer", conn: "Connection", args: list[bytes]) -> Any:
+def cmd_rule_add(srv: Server, conn: Client, args: list[bytes]) -> Any:
     eng = srv.engine
     priority: Optional[int] = None
     value: Any = None
@@ -163,7 +160,7 @@ def cmd_rule_add(srv: "RespServer", conn: "Connection", args: list[bytes]) -> An
         return ErrorReply(E.engine_error(exc))
 
 
-def cmd_rule_del(srv: "RespServer", conn: "Connection", args: list[bytes]) -> Any:
+def cmd_rule_del(srv: Server, conn: Client, args: list[bytes]) -> Any:
     rule_id = string2ll(args[1])
     if rule_id is None:
         return ErrorReply(E.NOT_INTEGER)
@@ -174,14 +171,14 @@ def cmd_rule_del(srv: "RespServer", conn: "Connection", args: list[bytes]) -> An
     return 1
 
 
-def _match_text(srv: "RespServer", rule: Rule) -> str:
+def _match_text(srv: Server, rule: Rule) -> str:
     if rule.spec:
         return " ".join(f"{k}={v}" for k, v in rule.spec.items())
     digits = srv.engine.geometry.key_width // 4
     return " ".join(f"match=0x{e.match:0{digits}x} mask=0x{e.mask:0{digits}x}" for e in rule.entries)
 
 
-def cmd_rule_list(srv: "RespServer", conn: "Connection", args: list[bytes]) -> Any:
+def cmd_rule_list(srv: Server, conn: Client, args: list[bytes]) -> Any:
     eng = srv.engine
     hits = eng.rule_hits()
     out = []
@@ -199,7 +196,7 @@ def cmd_rule_list(srv: "RespServer", conn: "Connection", args: list[bytes]) -> A
     return out
 
 
-def cmd_stats(srv: "RespServer", conn: "Connection", args: list[bytes]) -> Any:
+def cmd_stats(srv: Server, conn: Client, args: list[bytes]) -> Any:
     eng = srv.engine
     stats = eng.stats()
     out: dict[bytes, Any] = {}
@@ -212,15 +209,15 @@ def cmd_stats(srv: "RespServer", conn: "Connection", args: list[bytes]) -> Any:
     return out
 
 
-def commands(make: Any) -> list[Any]:
-    """The KV.* commands as Command objects (make is commands.Command)."""
+def commands() -> list[Command]:
+    """KV.MATCH, KV.RULE.ADD, KV.RULE.DEL, KV.RULE.LIST, KV.STATS."""
     return [
-        make("kv.match", -2, ("readonly", "fast"), cmd_match,
+        Command("kv.match", -2, ("readonly", "fast"), cmd_match,
              "Exact entry, else best wildcard rule, else miss: [kind, value, rule_id]", "kv",
              (1, 1, 1)),
-        make("kv.rule.add", -5, ("write", "denyoom"), cmd_rule_add,
+        Command("kv.rule.add", -5, ("write", "denyoom"), cmd_rule_add,
              "Adds a wildcard rule (MATCH/MASK, PREFIX or FIELD specs); returns its id", "kv"),
-        make("kv.rule.del", 2, ("write",), cmd_rule_del, "Removes a wildcard rule", "kv"),
-        make("kv.rule.list", 1, ("readonly",), cmd_rule_list, "Lists the wildcard rules", "kv"),
-        make("kv.stats", 1, ("readonly", "fast"), cmd_stats, "Returns the engine's counters", "kv"),
+        Command("kv.rule.del", 2, ("write",), cmd_rule_del, "Removes a wildcard rule", "kv"),
+        Command("kv.rule.list", 1, ("readonly",), cmd_rule_list, "Lists the wildcard rules", "kv"),
+        Command("kv.stats", 1, ("readonly", "fast"), cmd_stats, "Returns the engine's counters", "kv"),
     ]

@@ -2,7 +2,7 @@
 
 `serve()` starts everything, logs where each front-end listens, and on SIGINT/SIGTERM stops
 accepting, closes every front-end, writes the state file (when there is one) and closes the
-engine. Front-ends share the loop, so engine calls never interleave (see appliance.py).
+engine. Front-ends share the loop, so engine calls never interleave (see pynq_kv/appliance.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterator, Optional
 
 from .. import __version__
 from ..engine import KVEngine
-from .appliance import Appliance
+from ..appliance import Appliance
 from .config import ServeConfig
 
 log = logging.getLogger("pynq_kv.serve")
@@ -55,15 +55,16 @@ def uses_virtual_board(config: ServeConfig) -> bool:
 
 def make_appliance(config: ServeConfig) -> Appliance:
     """The engine the config describes, restored from the state file when it exists."""
-    geometry = config.make_geometry()
+    options = config.engine_options()
+    geometry = options.make_geometry()
     layout = config.make_layout(geometry.key_width)
 
     def factory() -> KVEngine:
         if uses_virtual_board(config):
-            from ..net.board import board_engine
+            from ..board import board_engine
 
             return board_engine(geometry, value_kind=config.value_kind)
-        return KVEngine(config.backend, geometry, value_kind=config.value_kind)
+        return options.make_engine()
 
     return Appliance(factory, layout=layout, state_path=config.state)
 
@@ -133,9 +134,9 @@ async def _start_resp(running: Running, config: ServeConfig) -> None:
 
 async def _start_udp(running: Running, config: ServeConfig) -> None:
     if uses_virtual_board(config):
-        from ..net.board import start_board_bridge as start_udp_server
+        from .memcached.bridge import start_board_bridge as start_udp_server
     else:
-        from ..net.server import start_udp_server
+        from .memcached.server import start_udp_server
 
     server = await start_udp_server(running.appliance, config.bind, config.udp_port)
     running.closers.append(server.close)

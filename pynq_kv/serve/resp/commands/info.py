@@ -12,12 +12,10 @@ import os
 import platform
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
-from ... import __version__ as PYNQ_KV_VERSION
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .server import RespServer
+from .... import __version__ as PYNQ_KV_VERSION
+from .base import Server
 
 
 def _rss_bytes() -> int:
@@ -36,7 +34,7 @@ def _human(n: float) -> str:
     return f"{n}"  # pragma: no cover
 
 
-def _server(srv: "RespServer") -> dict[str, Any]:
+def _server(srv: Server) -> dict[str, Any]:
     uptime = int(time.time() - srv.started)
     return {
         "redis_version": srv.redis_version,
@@ -55,7 +53,7 @@ def _server(srv: "RespServer") -> dict[str, Any]:
     }
 
 
-def _clients(srv: "RespServer") -> dict[str, Any]:
+def _clients(srv: Server) -> dict[str, Any]:
     return {
         "connected_clients": len(srv.conns),
         "maxclients": srv.config.max_clients,
@@ -66,7 +64,7 @@ def _clients(srv: "RespServer") -> dict[str, Any]:
     }
 
 
-def _memory(srv: "RespServer") -> dict[str, Any]:
+def _memory(srv: Server) -> dict[str, Any]:
     rss = _rss_bytes()
     return {
         "used_memory": rss,
@@ -79,20 +77,20 @@ def _memory(srv: "RespServer") -> dict[str, Any]:
     }
 
 
-def _stats(srv: "RespServer") -> dict[str, Any]:
+def _stats(srv: Server) -> dict[str, Any]:
     return dict(srv.stats())
 
 
-def _replication(srv: "RespServer") -> dict[str, Any]:
+def _replication(srv: Server) -> dict[str, Any]:
     return {"role": "master", "connected_slaves": 0}
 
 
-def _keyspace(srv: "RespServer") -> dict[str, Any]:
+def _keyspace(srv: Server) -> dict[str, Any]:
     used = srv.engine.occupancy().used
     return {"db0": f"keys={used},expires=0,avg_ttl=0"} if used else {}
 
 
-def _engine(srv: "RespServer") -> dict[str, Any]:
+def _engine(srv: Server) -> dict[str, Any]:
     eng = srv.engine
     info = eng.info()
     out: dict[str, Any] = {"backend": info["backend"]}
@@ -111,7 +109,7 @@ def _engine(srv: "RespServer") -> dict[str, Any]:
     return out
 
 
-def _appliance(srv: "RespServer") -> dict[str, Any]:
+def _appliance(srv: Server) -> dict[str, Any]:
     app = srv.appliance
     out: dict[str, Any] = {"reloads": getattr(app, "reloads", 0),
                            "uptime_in_seconds": int(getattr(app, "uptime", 0))}
@@ -129,7 +127,7 @@ def _appliance(srv: "RespServer") -> dict[str, Any]:
     return out
 
 
-SECTIONS: dict[str, Callable[["RespServer"], dict[str, Any]]] = {
+SECTIONS: dict[str, Callable[[Server], dict[str, Any]]] = {
     "server": _server, "clients": _clients, "memory": _memory, "stats": _stats,
     "replication": _replication, "keyspace": _keyspace, "engine": _engine, "appliance": _appliance,
 }
@@ -140,7 +138,7 @@ def _line(value: Any) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
-def info_text(srv: "RespServer", wanted: list[str]) -> str:
+def info_text(srv: Server, wanted: list[str]) -> str:
     """The INFO reply text for the requested sections (all when none or all/default/everything)."""
     if not wanted or any(w in ("all", "default", "everything") for w in wanted):
         names = list(SECTIONS)

@@ -4,9 +4,9 @@
 instance plays the whole board: its AXI4-Lite registers carry the engine's mailbox (the `rtl`
 backend of KVEngine, so REST and RESP writes land in the RTL tables), and `exchange()` wraps a
 UDP payload into a full Ethernet/IPv4/UDP frame with correct checksums, clocks the model until
-it has answered, and unwraps the reply frames. `start_board_bridge` serves that on a UDP
-socket, so real memcached clients reach the RTL data plane: nothing in the reply path is Python
-but the unwrapping of frames.
+it has answered, and unwraps the reply frames. `pynq_kv.serve.memcached.bridge` serves that on
+a UDP socket, so real memcached clients reach the RTL data plane: nothing in the reply path is
+Python but the unwrapping of frames.
 
 Addresses on the virtual wire (the board's are the registers' reset values):
 board 02:00:00:00:00:01 / 10.0.0.1, host 02:00:00:00:00:02 / 10.0.0.2; the client's UDP source
@@ -18,16 +18,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .. import regmap as rm
-from .. import sim
-from ..engine import KVEngine
-from ..geometry import Geometry
-from ..mailbox import MailboxBackend
-from ..serve.appliance import Appliance
-from .eth import FrameError, UdpDatagram, build_udp_frame, parse_frame
-from .server import UdpServer, start_udp_server
+from . import regmap as rm
+from . import sim
+from .engine import KVEngine
+from .geometry import Geometry
+from .mailbox import MailboxBackend
+from .net.eth import FrameError, UdpDatagram, build_udp_frame, parse_frame
 
-log = logging.getLogger("pynq_kv.net")
+log = logging.getLogger("pynq_kv.board")
 
 TOP = "kv_top"
 BOARD_MAC = "02:00:00:00:00:01"
@@ -135,38 +133,3 @@ def board_engine(geometry: Geometry, data_w: int = 64, **engine_kw: Any) -> KVEn
     except BaseException:
         board.close()
         raise
-
-
-class BoardBridge(UdpServer):
-    """UDP on the host ↔ the virtual board's Ethernet port; counters are the board's own."""
-
-    def _board(self) -> VirtualBoard:
-        backend = self.appliance.engine.backend
-        if not isinstance(backend, BoardBackend):
-            raise BoardError("the appliance's engine does not run on a virtual board")
-        return backend.board
-
-    def handle(self, data: bytes, addr: Any) -> list[bytes]:
-        self.counters["rx_datagrams"] += 1
-        if len(data) > MAX_UDP_PAYLOAD:
-            self.counters["drop_over_mtu"] += 1  # no IP fragmentation on the virtual wire
-            return []
-        replies = self._board().exchange(data, addr[1])
-        self.counters["tx_datagrams"] += len(replies)
-        return replies
-
-    def stats(self) -> dict[str, Any]:
-        bridge = {name: self.counters[name] for name in
-                  ("rx_datagrams", "tx_datagrams", "drop_over_mtu", "internal_errors")}
-        out: dict[str, Any] = {"bridge": bridge}
-        try:
-            out["board"] = self._board().counters()
-        except BoardError:
-            pass
-        return out
-
-
-async def start_board_bridge(appliance: Appliance, host: str = "127.0.0.1",
-                             port: int = 11211) -> UdpServer:
-    """Serve the virtual board's memcached front-end on a UDP socket of this host."""
-    return await start_udp_server(appliance, host, port, server_class=BoardBridge)

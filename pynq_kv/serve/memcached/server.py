@@ -2,7 +2,9 @@
 
 `handle_datagram` is the whole protocol as a function of the engine state and one UDP payload;
 it is the reference model the RTL front-end is compared with. `start_udp_server` serves it on an
-asyncio UDP socket for the appliance, so the data plane works without a board.
+asyncio UDP socket for the appliance, so the data plane works without a board. A datagram is
+parsed, planned into runs of one engine operation, run and rendered by `serve.batch.Pipeline`,
+the batching both servers share; `serve.batch.Limits` checks its keys and values.
 """
 
 from __future__ import annotations
@@ -11,16 +13,15 @@ import asyncio
 import logging
 import socket
 from collections import Counter
-from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, cast
+from typing import Any, Callable, Optional, Union, cast
 
 import numpy as np
 
-from ..backend import MatchKind, SetStatus
-from ..engine import KVEngine
-from ..keys import ints_to_raw
-from ..serve.appliance import Appliance
-from .codec import (
+from ...appliance import Appliance
+from ...backend import MatchKind, SetStatus
+from ...engine import KVEngine
+from ...keys import ints_to_raw
+from ...net.codec import (
     GET_EXTRAS,
     NO_ENTRY,
     SET_EXTRAS,
@@ -34,7 +35,7 @@ from .codec import (
     match_extras,
     parse_request,
 )
-from .text import (
+from ...net.text import (
     DELETED,
     END,
     NOT_FOUND,
@@ -54,9 +55,10 @@ from .text import (
     value_unit,
     version_reply,
 )
-from .udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
+from ...net.udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
+from ..batch import Limits, Pipeline
 
-log = logging.getLogger("pynq_kv.net")
+log = logging.getLogger("pynq_kv.serve.memcached")
 
 # Counters both implementations keep (frontend.md §8), in the order of that table.
 DATAGRAM_COUNTERS = ("rx_datagrams", "drop_short", "drop_multi_datagram", "served",
@@ -69,46 +71,20 @@ UDP_RECV_BUFFER = 4 << 20  # loopback bursts from load generators overflow the d
 Counters = Counter  # counter name -> count; missing names read 0
 
 
-@dataclass
-class _Op:
-    """One engine operation of a datagram; result is filled in when its batch runs."""
-
-    kind: str  # "get", "lookup", "set" or "del"
-    key: bytes  # raw key
-    value: bytes = b""  # raw value (set)
-    result: Any = None
+Render = Callable[[Any], Optional[bytes]]  # an engine answer -> the reply (None: no reply)
+_Item = Union[bytes, Render]  # a reply ready without the engine, or how to render one
 
 
-Render = Callable[[Optional[_Op]], Optional[bytes]]
-
-
-@dataclass
-class _Plan:
-    """The responses of one datagram in request order; each is rendered after the engine ran."""
-
-    items: list[tuple[Optional[_Op], Render]] = field(default_factory=list)
-
-    def ready(self, reply: bytes) -> None:
-        self.items.append((None, lambda _op: reply))
-
-    def op(self, op: _Op, render: Render) -> None:
-        self.items.append((op, render))
-
-
-class _Limits:
-    """Key and value formats of the engine, as the front-end encodes them (frontend.md §4.3)."""
+class _Wire:
+    """The engine's limits and encodings as this front-end uses them (frontend.md §4.3)."""
 
     def __init__(self, engine: KVEngine) -> None:
+        self.limits = Limits(engine)
         self.key_bytes = engine.geometry.key_bytes
         self.value_bytes = engine.geometry.value_bytes
-        self.max_key = self.key_bytes - 1
         self.max_value = self.value_bytes - 1
-
-    def raw_key(self, key: bytes) -> bytes:
-        return bytes((len(key),)) + key + bytes(self.max_key - len(key))
-
-    def raw_value(self, value: bytes) -> bytes:
-        return bytes((len(value),)) + value + bytes(self.max_value - len(value))
+        self.raw_key = engine.key_format.encode  # the length-tagged encoding of keys.py
+        self.raw_value = engine.value_format.encode
 
     def wire_value(self, raw: bytes) -> bytes:
         """A raw value as the wire shows it: the tagged bytes, or all of it if not tagged."""
@@ -125,47 +101,41 @@ def _raw_values(values: np.ndarray, width: int) -> np.ndarray:
     return values if values.dtype == np.uint8 else ints_to_raw(values, width)
 
 
-def _run(engine: KVEngine, limits: _Limits, ops: list[_Op]) -> None:
-    """Run ops in order, each maximal run of one kind as one engine batch (engine.md §7)."""
-    start = 0
-    while start < len(ops):
-        kind = ops[start].kind
-        end = start + 1
-        while end < len(ops) and ops[end].kind == kind:
-            end += 1
-        run = ops[start:end]
-        keys = _rows([op.key for op in run], limits.key_bytes)
+def _runner(engine: KVEngine, wire: _Wire) -> Callable[[str, list[bytes], list[bytes]], list[Any]]:
+    """Runs one run of raw keys (and values) as one engine batch (engine.md §7): its answers."""
+    def run(kind: str, keys: list[bytes], values: list[bytes]) -> list[Any]:
+        rows = _rows(keys, wire.key_bytes)
         if kind == "get":
-            hit, values = engine.get_batch(keys)
-            values = _raw_values(values, limits.value_bytes)
-            for op, h, v in zip(run, hit, values, strict=True):
-                op.result = v.tobytes() if h else None
-        elif kind == "lookup":
-            found = engine.lookup_batch(keys)
-            values = _raw_values(found.values, limits.value_bytes)
-            for op, k, v, e in zip(run, found.kind, values, found.entry, strict=True):
-                op.result = (int(k), v.tobytes(), int(e))
-        elif kind == "set":
-            status = engine.set_batch(keys, _rows([op.value for op in run], limits.value_bytes))
-            for op, s in zip(run, status, strict=True):
-                op.result = int(s)
-        else:
-            deleted = engine.delete_batch(keys)
-            for op, d in zip(run, deleted, strict=True):
-                op.result = bool(d)
-        start = end
+            hit, found = engine.get_batch(rows)
+            raw = _raw_values(found, wire.value_bytes)
+            return [v.tobytes() if h else None for h, v in zip(hit, raw, strict=True)]
+        if kind == "lookup":
+            match = engine.lookup_batch(rows)
+            raw = _raw_values(match.values, wire.value_bytes)
+            return [(int(k), v.tobytes(), int(e))
+                    for k, v, e in zip(match.kind, raw, match.entry, strict=True)]
+        if kind == "set":
+            return [int(s) for s in engine.set_batch(rows, _rows(values, wire.value_bytes))]
+        return [bool(d) for d in engine.delete_batch(rows)]
+
+    return run
 
 
-def _execute(engine: KVEngine, limits: _Limits, plan: _Plan) -> list[bytes]:
-    # Requests answered without the engine sit between engine ops; they do not touch the
-    # table, so batching across them keeps the sequential meaning.
-    _run(engine, limits, [op for op, _ in plan.items if op is not None])
-    out = []
-    for op, render in plan.items:
-        reply = render(op)
-        if reply is not None:
-            out.append(reply)
-    return out
+def _renderer(out: list[bytes]) -> Callable[[str, list[_Item], Optional[list[Any]]], None]:
+    """Appends the replies of a run's items, in order, to out."""
+    def render(kind: str, items: list[_Item], answers: Optional[list[Any]]) -> None:
+        j = 0
+        for item in items:
+            if not callable(item):
+                out.append(item)
+                continue
+            assert answers is not None
+            reply = item(answers[j])
+            j += 1
+            if reply is not None:
+                out.append(reply)
+
+    return render
 
 
 # -- binary (frontend.md §4-§5) ---------------------------------------------------------
@@ -186,7 +156,7 @@ _WITH_KEY = {Opcode.GETK, Opcode.GETKQ}
 _FLAGS_ZERO = GET_EXTRAS.pack(0)
 
 
-def _refusal(request: Request, limits: _Limits) -> Optional[int]:
+def _refusal(request: Request, wire: _Wire) -> Optional[int]:
     """The error status of §4.1 steps 5-10 for a well-framed request, or None to run it."""
     shape = _SHAPES.get(request.opcode)
     if shape is None:
@@ -195,75 +165,70 @@ def _refusal(request: Request, limits: _Limits) -> Optional[int]:
     if (len(request.extras) != extras or bool(request.key) != needs_key
             or (request.value and not value_ok)):
         return Status.INVALID_ARGUMENTS
-    if len(request.key) > limits.max_key:
+    if not wire.limits.key_fits(request.key):
         return Status.INVALID_ARGUMENTS
     if request.cas and (request.opcode in _SETS or request.opcode in _DELETES):
         return Status.INVALID_ARGUMENTS
     if request.opcode in _SETS:
         if SET_EXTRAS.unpack(request.extras) != (0, 0):
             return Status.INVALID_ARGUMENTS
-        if len(request.value) > limits.max_value:
+        if not wire.limits.value_fits(request.value):
             return Status.VALUE_TOO_LARGE
     return None
 
 
-def _plan_binary_request(plan: _Plan, request: Request, limits: _Limits) -> None:
+def _plan_binary_request(pipe: Pipeline[_Item], request: Request, wire: _Wire) -> None:
     opcode, opaque, key = request.opcode, request.opaque, request.key
-    status = _refusal(request, limits)
+    status = _refusal(request, wire)
     if status is not None:
-        plan.ready(error_response(opcode, status, opaque).encode())
+        pipe.ready(error_response(opcode, status, opaque).encode())
         return
     quiet = opcode in _QUIET
     if opcode == Opcode.NOOP:
-        plan.ready(Response(opcode, opaque=opaque).encode())
+        pipe.ready(Response(opcode, opaque=opaque).encode())
     elif opcode == Opcode.VERSION:
-        plan.ready(Response(opcode, value=VERSION_STRING, opaque=opaque).encode())
+        pipe.ready(Response(opcode, value=VERSION_STRING, opaque=opaque).encode())
     elif opcode in _GETS:
         echo = key if opcode in _WITH_KEY else b""
 
-        def render_get(op: Optional[_Op]) -> Optional[bytes]:
-            assert op is not None
-            if op.result is not None:
+        def render_get(result: Any) -> Optional[bytes]:
+            if result is not None:
                 return Response(opcode, key=echo, extras=_FLAGS_ZERO,
-                                value=limits.wire_value(op.result), opaque=opaque).encode()
+                                value=wire.wire_value(result), opaque=opaque).encode()
             if quiet:
                 return None
             if echo:
                 return Response(opcode, Status.KEY_NOT_FOUND, key=echo, opaque=opaque).encode()
             return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
 
-        plan.op(_Op("get", limits.raw_key(key)), render_get)
+        pipe.add("get", render_get, wire.raw_key(key))
     elif opcode in _SETS:
-        def render_set(op: Optional[_Op]) -> Optional[bytes]:
-            assert op is not None
-            if op.result == SetStatus.FULL:
+        def render_set(result: Any) -> Optional[bytes]:
+            if result == SetStatus.FULL:
                 return error_response(opcode, Status.OUT_OF_MEMORY, opaque).encode()
             return None if quiet else Response(opcode, opaque=opaque).encode()
 
-        plan.op(_Op("set", limits.raw_key(key), limits.raw_value(request.value)), render_set)
+        pipe.add("set", render_set, wire.raw_key(key), wire.raw_value(request.value))
     elif opcode in _DELETES:
-        def render_delete(op: Optional[_Op]) -> Optional[bytes]:
-            assert op is not None
-            if not op.result:
+        def render_delete(result: Any) -> Optional[bytes]:
+            if not result:
                 return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
             return None if quiet else Response(opcode, opaque=opaque).encode()
 
-        plan.op(_Op("del", limits.raw_key(key)), render_delete)
+        pipe.add("del", render_delete, wire.raw_key(key))
     else:  # MATCH
-        def render_match(op: Optional[_Op]) -> Optional[bytes]:
-            assert op is not None
-            kind, raw, entry = op.result
+        def render_match(result: Any) -> Optional[bytes]:
+            kind, raw, entry = result
             if kind == MatchKind.MISS:
                 return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
             extras = match_extras(kind, entry if kind == MatchKind.RULE else NO_ENTRY)
-            return Response(opcode, extras=extras, value=limits.wire_value(raw),
+            return Response(opcode, extras=extras, value=wire.wire_value(raw),
                             opaque=opaque).encode()
 
-        plan.op(_Op("lookup", limits.raw_key(key)), render_match)
+        pipe.add("lookup", render_match, wire.raw_key(key))
 
 
-def _plan_binary(body: bytes, limits: _Limits, counters: Counters) -> _Plan:
-    plan = _Plan()
+def _plan_binary(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counters) -> None:
     offset = 0
     while offset < len(body):
         try:
@@ -278,72 +243,66 @@ def _plan_binary(body: bytes, limits: _Limits, counters: Counters) -> _Plan:
             # short_body or inconsistent_lengths: answered, as memcached answers them
             counters["requests_binary"] += 1
             assert exc.opcode is not None and exc.opaque is not None
-            plan.ready(error_response(exc.opcode, Status.INVALID_ARGUMENTS, exc.opaque).encode())
+            pipe.ready(error_response(exc.opcode, Status.INVALID_ARGUMENTS, exc.opaque).encode())
             if exc.next_offset is None:
                 counters["req_truncated"] += 1
                 break
             offset = exc.next_offset
             continue
         counters["requests_binary"] += 1
-        _plan_binary_request(plan, request, limits)
-    return plan
+        _plan_binary_request(pipe, request, wire)
 
 
 # -- text (frontend.md §6) --------------------------------------------------------------
-def _plan_text(body: bytes, limits: _Limits, counters: Counters) -> _Plan:
-    plan = _Plan()
+def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counters) -> None:
     commands, truncated = parse_text(body)
     counters["requests_text"] += len(commands)
     if truncated:
         counters["req_truncated"] += 1
     for command in commands:
         if isinstance(command, TextReply):
-            plan.ready(command.reply)
+            pipe.ready(command.reply)
         elif isinstance(command, TextVersion):
-            plan.ready(version_reply(VERSION_STRING))
+            pipe.ready(version_reply(VERSION_STRING))
         elif isinstance(command, TextGet):
-            if any(len(key) > limits.max_key for key in command.keys):
-                plan.ready(R_BADFMT)
+            if not wire.limits.keys_fit(command.keys):
+                pipe.ready(R_BADFMT)
                 continue
             for key in command.keys:
-                def render_value(op: Optional[_Op], key: bytes = key) -> Optional[bytes]:
-                    assert op is not None
-                    return None if op.result is None else value_unit(key, limits.wire_value(op.result))
+                def render_value(result: Any, key: bytes = key) -> Optional[bytes]:
+                    return None if result is None else value_unit(key, wire.wire_value(result))
 
-                plan.op(_Op("get", limits.raw_key(key)), render_value)
-            plan.ready(END)
+                pipe.add("get", render_value, wire.raw_key(key))
+            pipe.ready(END)
         elif isinstance(command, TextSet):
-            if len(command.key) > limits.max_key:
-                plan.ready(R_BADFMT)
+            if not wire.limits.key_fits(command.key):
+                pipe.ready(R_BADFMT)
             elif command.flags or command.exptime:
-                plan.ready(R_FLAGS)
-            elif len(command.data) > limits.max_value:
-                plan.ready(R_TOOLARGE)
+                pipe.ready(R_FLAGS)
+            elif not wire.limits.value_fits(command.data):
+                pipe.ready(R_TOOLARGE)
             elif not command.chunk_ok:
-                plan.ready(R_BADCHUNK)
+                pipe.ready(R_BADCHUNK)
             else:
-                def render_stored(op: Optional[_Op], noreply: bool = command.noreply) -> Optional[bytes]:
-                    assert op is not None
-                    if op.result == SetStatus.FULL:
+                def render_stored(result: Any, noreply: bool = command.noreply) -> Optional[bytes]:
+                    if result == SetStatus.FULL:
                         return R_NOMEM
                     return None if noreply else STORED
 
-                plan.op(_Op("set", limits.raw_key(command.key), limits.raw_value(command.data)),
-                        render_stored)
+                pipe.add("set", render_stored, wire.raw_key(command.key),
+                         wire.raw_value(command.data))
         else:
             assert isinstance(command, TextDelete)
-            if len(command.key) > limits.max_key:
-                plan.ready(R_BADFMT)
+            if not wire.limits.key_fits(command.key):
+                pipe.ready(R_BADFMT)
                 continue
 
-            def render_deleted(op: Optional[_Op], noreply: bool = command.noreply) -> Optional[bytes]:
-                assert op is not None
+            def render_deleted(result: Any, noreply: bool = command.noreply) -> Optional[bytes]:
                 if noreply:
                     return None
-                return DELETED if op.result else NOT_FOUND
+                return DELETED if result else NOT_FOUND
 
-            plan.op(_Op("del", limits.raw_key(command.key)), render_deleted)
-    return plan
+            pipe.add("del", render_deleted, wire.raw_key(command.key))
 
 
 def _count_errors(replies: list[bytes], binary: bool) -> int:
@@ -371,10 +330,14 @@ def handle_datagram(engine: KVEngine, payload: bytes,
     body = bytes(payload[FRAME_HEADER_LEN:])
     if not body:
         return []
-    limits = _Limits(engine)
+    wire = _Wire(engine)
     binary = body[0] == 0x80
-    plan = _plan_binary(body, limits, counters) if binary else _plan_text(body, limits, counters)
-    replies = _execute(engine, limits, plan)
+    replies: list[bytes] = []
+    # Replies answered without the engine join the current run: they do not touch the table,
+    # so batching across them keeps the sequential meaning.
+    pipe: Pipeline[_Item] = Pipeline(_runner(engine, wire), _renderer(replies))
+    (_plan_binary if binary else _plan_text)(pipe, body, wire, counters)
+    pipe.flush()
     counters["responses"] += len(replies)
     counters["errors"] += _count_errors(replies, binary)
     datagrams = _pack(FrameHeader(header.request_id).pack(), replies)
@@ -464,7 +427,7 @@ async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1", port: 
     """Serve memcached binary + text over UDP on host:port (port 0 picks a free one).
 
     server_class decides who answers: UdpServer runs the protocol in software; the virtual
-    board's bridge (pynq_kv.net.board) hands each datagram to the Verilated kv_top instead.
+    board's bridge (bridge.py) hands each datagram to the Verilated kv_top instead.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
