@@ -550,3 +550,71 @@ def test_pynq_kv_with_an_unknown_board_is_an_error_naming_the_boards(tmp_path):
     result = _cli("--state", str(tmp_path / "kv.npz"), "--board", "zcu999", "info")
     assert result.exit_code == 1
     assert "unknown board 'zcu999'" in result.stderr and "kr260, u55c" in result.stderr
+
+
+# -- the admin service and serve open the engine through load() ---------------------------------
+
+
+def test_admin_overlay_endpoint_reports_the_loaded_overlay_and_reload_reopens_it():
+    from api_support import AUTH, client_for
+    from pynq_kv.appliance import Appliance
+
+    opened: list[pynq_kv.KVOverlay] = []
+
+    def factory() -> pynq_kv.KVOverlay:
+        opened.append(pynq_kv.load(rows=64, rules=16))
+        return opened[-1]
+
+    appliance = Appliance(factory)
+    appliance.engine.set(b"k", b"v")
+    with client_for(appliance) as client:
+        o = client.get("/v1/overlay").json()
+        assert (o["kind"], o["source"], o["board"]) == ("simulated", "simulation (model)", "sim")
+        assert o["manifest"]["clock"] == opened[0].manifest["clock"]
+        assert o["manifest"]["geometry"]["ROWS"] == 64 and o["frontend"] is None
+        assert o["backend"] == "model" and o["geometry"]["rows"] == 64
+        assert client.post("/v1/overlay/reload", headers=AUTH).json()["restored"] == 1
+        assert len(opened) == 2 and appliance.overlay is opened[1]
+        assert appliance.engine is opened[1].engine and appliance.engine.get(b"k") == b"v"
+        assert client.get("/v1/overlay").json()["reloads"] == 1
+    appliance.close()
+
+
+def test_admin_overlay_endpoint_on_a_pynq_board(tmp_path, pynq_board):
+    from api_support import client_for
+    from pynq_kv.appliance import Appliance
+
+    root = overlays(tmp_path, "kr260", files=("kv.bit", "kv.hwh"))
+    pynq_board["regs"] = CsrDouble(SMALL)
+    appliance = Appliance(lambda: pynq_kv.load(overlays=root))
+    with client_for(appliance) as client:
+        o = client.get("/v1/overlay").json()
+    assert (o["kind"], o["board"], o["source"]) == ("pynq", "kr260", str(root / "kr260" / "kv.bit"))
+    assert o["manifest"]["part"] == "xck26-sfvc784-2LV-c" and o["manifest"]["clock"]["mhz"] == 156.25
+    assert o["frontend"]["udp_port"] == 0 and set(o["frontend"]["counters"]) == set(rm.FE_COUNTER_NAMES)
+    assert o["backend"] == "pynq"
+
+
+def test_an_engine_given_directly_reports_no_overlay():
+    from api_support import client_for, small_appliance
+
+    with client_for(small_appliance()) as client:
+        o = client.get("/v1/overlay").json()
+    assert o["kind"] is None and o["manifest"] is None and o["backend"] == "model"
+
+
+def test_serve_opens_the_engine_through_load(tmp_path):
+    from pynq_kv.serve.config import build_config
+    from pynq_kv.serve.runner import make_appliance
+
+    config = build_config({"geometry": {"rows": 64}, "layout": "src_ip:ipv4"}, {})
+    assert config.backend == "auto"
+    appliance = make_appliance(config)
+    try:
+        assert appliance.overlay.kind == "simulated" and appliance.engine.geometry.rows == 64
+        assert appliance.layout is not None and appliance.layout.key_width == 288
+    finally:
+        appliance.close()
+    bad = build_config({"board": "zcu999"}, {})
+    with pytest.raises(UnknownBoard, match="kr260, u55c"):
+        make_appliance(bad)
