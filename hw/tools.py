@@ -129,8 +129,8 @@ _LTP_MOD_RE = re.compile(r"Longest topological path in (\S+) \(length=(\d+)\)")
 
 # --- resource report of the engine (make -C hw synth) --------------------------------------
 
-# the modules under kv_engine_top (kv_csr + kv_engine), in no particular order
-ENGINE_TOP_MODULES = ["kv_engine_top", "kv_csr", "kv_engine", "kv_h3_hash", "kv_bank_ram",
+# the modules under kv_engine_top (kv_csr + kv_engine; kv_mc_arb with FE_PORT), in no particular order
+ENGINE_TOP_MODULES = ["kv_engine_top", "kv_csr", "kv_axil_regs", "kv_mc_arb", "kv_engine", "kv_h3_hash", "kv_bank_ram",
                       "kv_rule_match", "kv_prio_tree"]
 
 # reference configuration of the resource estimate (issue 3): 288-bit keys, 32-bit values,

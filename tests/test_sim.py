@@ -240,6 +240,7 @@ print(sim.build_library("kv_sim_regfile", [{str(REGFILE)!r}], {{"REGS": 3}}))
 # -- kv_csr (docs/registers.md) --------------------------------------------------------------
 
 CSR_SRC = REPO / "hw" / "rtl" / "kv_csr.v"
+CSR_SOURCES = [CSR_SRC, REPO / "hw" / "rtl" / "kv_axil_regs.v"]
 CSR_PARAMS = {"KEY_W": 144, "VALUE_W": 32, "WAYS": 2, "ROWS": 4, "STASH": 2, "RULES": 4, "PRIO_W": 4}
 
 
@@ -249,7 +250,7 @@ def csr_lib() -> Path:
         pytest.skip("hw/rtl/kv_csr.v does not exist yet")
     if os.environ.get("PYNQ_KV_SIM_CSR") == "0":
         pytest.skip("PYNQ_KV_SIM_CSR=0")
-    return sim.build_library("kv_csr", [CSR_SRC], CSR_PARAMS)
+    return sim.build_library("kv_csr", CSR_SOURCES, CSR_PARAMS)
 
 
 def test_csr_identity_and_geometry(csr_lib):

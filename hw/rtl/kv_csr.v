@@ -41,9 +41,10 @@ pynq-kv: AXI4-Lite control/status registers and command mailbox
  * latches bits 63:32 into counter c's shadow, which word 2c+1 returns, so
  * reading LO then HI gives one atomic 64-bit value.
  *
- * AXI4-Lite: one write and one read in progress at a time; awready/wready
- * pulse one cycle after both awvalid and wvalid are seen (and the previous
- * write response has been or is being accepted); arready likewise.  Byte
+ * AXI4-Lite (the handshakes are kv_axil_regs'): one write and one read in
+ * progress at a time; awready/wready pulse one cycle after both awvalid and
+ * wvalid are seen (and the previous write response has been or is being
+ * accepted), with bvalid; arready likewise, with rvalid.  Byte
  * strobes are honoured.  Address bits above KV_ADDR_BITS are ignored, as are
  * bits 1:0.
  */
@@ -193,36 +194,14 @@ function [31:0] merge(input [31:0] old, input [31:0] data, input [3:0] strb);
     end
 endfunction
 
-// ceil(log2(n))
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = n - 1;
-        while (v > 0) begin
-            clog2 = clog2 + 1;
-            v = v >> 1;
-        end
-    end
-endfunction
-
 // array registers: word index bits (the arrays are aligned to their power-of-two size)
-localparam KEY_IB = clog2(KV_REG_REQ_KEY_SIZE);
-localparam VALUE_IB = clog2(KV_REG_REQ_VALUE_SIZE);
-localparam CNT_IB = clog2(KV_REG_COUNTER_SIZE);
+localparam KEY_IB = $clog2(KV_REG_REQ_KEY_SIZE);
+localparam VALUE_IB = $clog2(KV_REG_REQ_VALUE_SIZE);
+localparam CNT_IB = $clog2(KV_REG_COUNTER_SIZE);
 
 /*
  * state
  */
-reg s_axil_awready_reg;
-reg s_axil_wready_reg;
-reg [1:0] s_axil_bresp_reg;
-reg s_axil_bvalid_reg;
-reg s_axil_arready_reg;
-reg [31:0] s_axil_rdata_reg;
-reg [1:0] s_axil_rresp_reg;
-reg s_axil_rvalid_reg;
-
 // request fields
 reg [KV_REQ_OP_W-1:0] req_op_reg;
 reg [KV_REQ_FLAG_W-1:0] req_flag_reg;
@@ -247,15 +226,6 @@ reg err_req_locked_reg;
 reg err_unexpected_rsp_reg;
 reg err_bad_addr_reg;
 reg [NUM_COUNTERS*32-1:0] cnt_shadow_reg;    // HI word shadow of counter c at [32*c +: 32]
-
-assign s_axil_awready = s_axil_awready_reg;
-assign s_axil_wready = s_axil_wready_reg;
-assign s_axil_bresp = s_axil_bresp_reg;
-assign s_axil_bvalid = s_axil_bvalid_reg;
-assign s_axil_arready = s_axil_arready_reg;
-assign s_axil_rdata = s_axil_rdata_reg;
-assign s_axil_rresp = s_axil_rresp_reg;
-assign s_axil_rvalid = s_axil_rvalid_reg;
 
 // request tdata in the generated stream layout; response fields for reading
 wire [KEY_PAD-1:0] rsp_key;
@@ -288,13 +258,60 @@ assign m_axis_req_tuser = tag_reg;
 assign m_axis_req_tvalid = req_valid_reg;
 assign s_axis_rsp_tready = 1'b1;
 
-wire [AB-1:0] waddr = {s_axil_awaddr[AB-1:2], 2'b00};
-wire [AB-1:0] raddr = {s_axil_araddr[AB-1:2], 2'b00};
+/*
+ * AXI4-Lite handshakes: every access is answered in the cycle it is offered
+ */
+wire [ADDR_WIDTH-1:0] reg_wr_addr, reg_rd_addr;
+wire [2:0] reg_wr_prot, reg_rd_prot;
+wire [31:0] reg_wr_data;
+wire [3:0] reg_wr_strb;
+wire [1:0] reg_wr_resp;
+wire wr_en, rd_en;             // a write / read is taken this cycle (the ready pulse follows)
+reg [31:0] rd_data;
+reg rd_ok;
 
-// a write / read is taken this cycle (the ready pulse follows)
-wire wr_en = s_axil_awvalid && s_axil_wvalid && !s_axil_awready_reg
-             && (!s_axil_bvalid_reg || s_axil_bready);
-wire rd_en = s_axil_arvalid && !s_axil_arready_reg && (!s_axil_rvalid_reg || s_axil_rready);
+kv_axil_regs #(
+    .ADDR_WIDTH(ADDR_WIDTH)
+)
+axil_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_axil_awaddr(s_axil_awaddr),
+    .s_axil_awprot(s_axil_awprot),
+    .s_axil_awvalid(s_axil_awvalid),
+    .s_axil_awready(s_axil_awready),
+    .s_axil_wdata(s_axil_wdata),
+    .s_axil_wstrb(s_axil_wstrb),
+    .s_axil_wvalid(s_axil_wvalid),
+    .s_axil_wready(s_axil_wready),
+    .s_axil_bresp(s_axil_bresp),
+    .s_axil_bvalid(s_axil_bvalid),
+    .s_axil_bready(s_axil_bready),
+    .s_axil_araddr(s_axil_araddr),
+    .s_axil_arprot(s_axil_arprot),
+    .s_axil_arvalid(s_axil_arvalid),
+    .s_axil_arready(s_axil_arready),
+    .s_axil_rdata(s_axil_rdata),
+    .s_axil_rresp(s_axil_rresp),
+    .s_axil_rvalid(s_axil_rvalid),
+    .s_axil_rready(s_axil_rready),
+    .reg_wr_addr(reg_wr_addr),
+    .reg_wr_prot(reg_wr_prot),
+    .reg_wr_data(reg_wr_data),
+    .reg_wr_strb(reg_wr_strb),
+    .reg_wr_req(wr_en),
+    .reg_wr_ack(1'b1),
+    .reg_wr_resp(reg_wr_resp),
+    .reg_rd_addr(reg_rd_addr),
+    .reg_rd_prot(reg_rd_prot),
+    .reg_rd_req(rd_en),
+    .reg_rd_ack(1'b1),
+    .reg_rd_data(rd_data),
+    .reg_rd_resp(rd_ok ? RESP_OKAY : RESP_SLVERR)
+);
+
+wire [AB-1:0] waddr = {reg_wr_addr[AB-1:2], 2'b00};
+wire [AB-1:0] raddr = {reg_rd_addr[AB-1:2], 2'b00};
 
 wire [KV_RSP_STATUS_W-1:0] rsp_status = rsp_reg[KV_RSP_STATUS_LSB +: KV_RSP_STATUS_W];
 wire err_any = err_go_busy_reg || err_req_locked_reg || err_unexpected_rsp_reg || err_bad_addr_reg;
@@ -382,8 +399,6 @@ endfunction
 /*
  * read decode: data and OKAY/SLVERR of the register at raddr
  */
-reg [31:0] rd_data;
-reg rd_ok;
 reg rd_cnt_lo;                 // reading a counter's LO word: latch its HI word
 
 always @* begin
@@ -522,14 +537,14 @@ always @* begin
         default:   wr_old = 32'd0;
     endcase
 end
-wire [31:0] wr_new = merge(wr_old, s_axil_wdata, s_axil_wstrb);
+wire [31:0] wr_new = merge(wr_old, reg_wr_data, reg_wr_strb);
 // key/mask words keep only the bits below KEY_W
 localparam [KEY_PAD-1:0] KEY_BITS = {KEY_PAD{1'b1}} >> (KEY_PAD - KEY_W);
 
 wire wr_ctrl = wr_sel == WR_CTRL;
 wire wr_req_field = wr_sel != WR_NONE && !wr_ctrl;
 // CTRL bits act on the bytes whose strobe is set
-wire [31:0] ctrl_bits = merge(32'd0, s_axil_wdata, s_axil_wstrb);
+wire [31:0] ctrl_bits = merge(32'd0, reg_wr_data, reg_wr_strb);
 wire go = wr_en && wr_ctrl && ctrl_bits[KV_CTRL_GO];
 wire go_ok = go && !busy_reg;
 wire clr_err = wr_en && wr_ctrl && ctrl_bits[KV_CTRL_CLR_ERR];
@@ -592,32 +607,9 @@ always @(posedge clk) begin
     end
 end
 
+assign reg_wr_resp = (wr_sel == WR_NONE || (go && busy_reg) || req_locked) ? RESP_SLVERR : RESP_OKAY;
+
 always @(posedge clk) begin
-    // AXI4-Lite write channel
-    s_axil_awready_reg <= 1'b0;
-    s_axil_wready_reg <= 1'b0;
-    if (s_axil_bready) begin
-        s_axil_bvalid_reg <= 1'b0;
-    end
-    if (wr_en) begin
-        s_axil_awready_reg <= 1'b1;
-        s_axil_wready_reg <= 1'b1;
-        s_axil_bvalid_reg <= 1'b1;
-        s_axil_bresp_reg <= (wr_sel == WR_NONE || (go && busy_reg) || req_locked) ? RESP_SLVERR : RESP_OKAY;
-    end
-
-    // AXI4-Lite read channel
-    s_axil_arready_reg <= 1'b0;
-    if (s_axil_rready) begin
-        s_axil_rvalid_reg <= 1'b0;
-    end
-    if (rd_en) begin
-        s_axil_arready_reg <= 1'b1;
-        s_axil_rvalid_reg <= 1'b1;
-        s_axil_rdata_reg <= rd_data;
-        s_axil_rresp_reg <= rd_ok ? RESP_OKAY : RESP_SLVERR;
-    end
-
     // mailbox
     if (m_axis_req_tready) begin
         req_valid_reg <= 1'b0;
@@ -659,14 +651,6 @@ always @(posedge clk) begin
     end
 
     if (rst) begin
-        s_axil_awready_reg <= 1'b0;
-        s_axil_wready_reg <= 1'b0;
-        s_axil_bresp_reg <= RESP_OKAY;
-        s_axil_bvalid_reg <= 1'b0;
-        s_axil_arready_reg <= 1'b0;
-        s_axil_rdata_reg <= 32'd0;
-        s_axil_rresp_reg <= RESP_OKAY;
-        s_axil_rvalid_reg <= 1'b0;
         rsp_reg <= {KV_RSP_W{1'b0}};
         rsp_tag_reg <= {TAG_W{1'b0}};
         tag_reg <= {TAG_W{1'b0}};
@@ -681,7 +665,7 @@ always @(posedge clk) begin
 end
 
 // awprot/arprot are not used; the upper address bits and bits 1:0 are ignored
-wire unused = &{1'b0, s_axil_awprot, s_axil_arprot, s_axil_awaddr, s_axil_araddr};
+wire unused = &{1'b0, reg_wr_prot, reg_rd_prot, reg_wr_addr, reg_rd_addr};
 
 endmodule
 

@@ -146,18 +146,6 @@ module kv_engine #
     output wire [NUM_COUNTERS*64-1:0] stat_counters
 );
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            v = v * 2;
-            clog2 = clog2 + 1;
-        end
-    end
-endfunction
-
 function integer max2(input integer a, input integer b);
     begin
         max2 = (a > b) ? a : b;
@@ -235,15 +223,15 @@ localparam RS_MASK = KV_RSP_MASK_LSB;
 localparam RS_VALUE = KV_RSP_VALUE_LSB;
 
 // geometry
-localparam ROW_BITS = clog2(ROWS);
+localparam ROW_BITS = $clog2(ROWS);
 localparam ENT_W = 1 + KEY_W + VALUE_W;            // bank word: {valid, key, value}
 localparam STASH_N = (STASH > 0) ? STASH : 1;      // array size (unused entry when STASH = 0)
 localparam RULES_N = (RULES > 0) ? RULES : 1;
-localparam RIDX_W = (RULES > 1) ? clog2(RULES) : 1;
+localparam RIDX_W = (RULES > 1) ? $clog2(RULES) : 1;
 localparam RULES_P = 1 << RIDX_W;                  // RULES rounded up to a power of two
 
 // pipeline
-localparam TREE_LEVELS = (RULES_N > 1) ? clog2(RULES_N) : 1;
+localparam TREE_LEVELS = (RULES_N > 1) ? $clog2(RULES_N) : 1;
 localparam TREE_LAT = (TREE_LEVELS + TREE_LEVELS_PER_STAGE - 1) / TREE_LEVELS_PER_STAGE;
 localparam M_LAT = 2;                               // kv_rule_match latency
 localparam H_ST = HASH_STAGES;                      // rows from the hash unit
@@ -257,8 +245,8 @@ localparam WIN = RAM_LAT + 1;                       // forwarding window (writes
 // response latency in cycles, documented in the header (and checked by the testbench)
 localparam LATENCY = E_ST + 2;
 /* verilator lint_on UNUSEDPARAM */
-localparam CNT_W = clog2(RSP_FIFO_DEPTH + 1);
-localparam FIFO_AW = (RSP_FIFO_DEPTH > 1) ? clog2(RSP_FIFO_DEPTH) : 1;
+localparam CNT_W = $clog2(RSP_FIFO_DEPTH + 1);
+localparam FIFO_AW = (RSP_FIFO_DEPTH > 1) ? $clog2(RSP_FIFO_DEPTH) : 1;
 localparam FIFO_W = RSP_W + TAG_W;
 
 // sized constants for address checks

@@ -1,6 +1,7 @@
 /*
 
-pynq-kv: lookup engine with its AXI4-Lite CSR (the block a Vivado design instantiates)
+pynq-kv: lookup engine with its AXI4-Lite CSR (the engine-only block; kv_top holds it
+with the Ethernet front-end)
 
 */
 
@@ -13,11 +14,15 @@ pynq-kv: lookup engine with its AXI4-Lite CSR (the block a Vivado design instant
 /*
  * kv_csr (registers, command mailbox, counters) in front of kv_engine.
  *
- * Today the mailbox is the engine's only requester; the Ethernet front-end
- * will share the request stream through an arbiter that routes responses
- * back by tag.  Software finds the geometry in the CSR's read-only registers
+ * Software finds the geometry in the CSR's read-only registers
  * (docs/registers.md) and drives every operation of docs/engine.md through
- * the mailbox.
+ * the mailbox.  With FE_PORT = 0 the mailbox is the engine's only requester
+ * (the engine alone, what `make -C hw synth` and the `rtl` backend build);
+ * with FE_PORT = 1 kv_mc_arb shares the engine between the mailbox (port A,
+ * never starved) and the s_axis_fe_req / m_axis_fe_rsp streams (port B, the
+ * memcached core of kv_top), routing responses back by tag; the engine's
+ * tags are then one bit wider.  With FE_PORT = 0 those streams are unused:
+ * s_axis_fe_req_tready and m_axis_fe_rsp_tvalid stay 0.
  */
 module kv_engine_top #
 (
@@ -37,7 +42,7 @@ module kv_engine_top #
     parameter PRIO_W = 16,
     // 64-bit seed of the hash family (engine.md §3)
     parameter [63:0] HASH_SEED = 64'h70796E712D6B7631,
-    // Width of the request tags between mailbox and engine: >= 1
+    // Width of the mailbox (and front-end) request tags: 1 to 32, 1 to 31 with FE_PORT
     parameter TAG_W = 8,
     // AXI4-Lite address width: >= 12 (the register map spans 4 KiB)
     parameter ADDR_WIDTH = 12,
@@ -48,7 +53,11 @@ module kv_engine_top #
     // Priority tree compare levels per pipeline stage: >= 1
     parameter TREE_LEVELS_PER_STAGE = 2,
     // Rule writes buffered while earlier ones are rewritten (kv_rule_match SLOTS): 1 to 8
-    parameter RULE_SLOTS = 4
+    parameter RULE_SLOTS = 4,
+    // Engine response FIFO depth (admission credit): > engine latency for full rate
+    parameter RSP_FIFO_DEPTH = 16,
+    // 1: a second requester on s_axis_fe_req / m_axis_fe_rsp (kv_mc_arb); 0: none
+    parameter FE_PORT = 0
 )
 (
     input  wire                    clk,
@@ -75,12 +84,26 @@ module kv_engine_top #
     output wire [31:0]             s_axil_rdata,
     output wire [1:0]              s_axil_rresp,
     output wire                    s_axil_rvalid,
-    input  wire                    s_axil_rready
+    input  wire                    s_axil_rready,
+
+    /*
+     * Front-end requests and responses (FE_PORT = 1), stream layout of kv_regs.vh
+     */
+    input  wire [106+2*KEY_W+VALUE_W-1:0] s_axis_fe_req_tdata,
+    input  wire [TAG_W-1:0]        s_axis_fe_req_tuser,
+    input  wire                    s_axis_fe_req_tvalid,
+    output wire                    s_axis_fe_req_tready,
+    output wire [118+2*KEY_W+VALUE_W-1:0] m_axis_fe_rsp_tdata,
+    output wire [TAG_W-1:0]        m_axis_fe_rsp_tuser,
+    output wire                    m_axis_fe_rsp_tvalid,
+    input  wire                    m_axis_fe_rsp_tready
 );
 
 localparam REQ_W = 106 + 2*KEY_W + VALUE_W;
 localparam RSP_W = 118 + 2*KEY_W + VALUE_W;
 localparam NUM_COUNTERS = 11;
+// engine tag width: the arbiter adds the port bit
+localparam ENG_TAG_W = TAG_W + FE_PORT;
 
 // kv_csr and kv_engine check their own parameters; this only adds what joins them
 initial begin
@@ -88,8 +111,17 @@ initial begin
         $error("Error: ADDR_WIDTH must be at least 12 (instance %m)");
         $finish;
     end
+    if (FE_PORT != 0 && FE_PORT != 1) begin
+        $error("Error: FE_PORT must be 0 or 1 (instance %m)");
+        $finish;
+    end
+    if (FE_PORT == 1 && TAG_W > 31) begin
+        $error("Error: TAG_W must be 1 to 31 with FE_PORT (instance %m)");
+        $finish;
+    end
 end
 
+// mailbox streams
 wire [REQ_W-1:0]            req_tdata;
 wire [TAG_W-1:0]            req_tuser;
 wire                        req_tvalid;
@@ -98,6 +130,15 @@ wire [RSP_W-1:0]            rsp_tdata;
 wire [TAG_W-1:0]            rsp_tuser;
 wire                        rsp_tvalid;
 wire                        rsp_tready;
+// engine streams
+wire [REQ_W-1:0]            eng_req_tdata;
+wire [ENG_TAG_W-1:0]        eng_req_tuser;
+wire                        eng_req_tvalid;
+wire                        eng_req_tready;
+wire [RSP_W-1:0]            eng_rsp_tdata;
+wire [ENG_TAG_W-1:0]        eng_rsp_tuser;
+wire                        eng_rsp_tvalid;
+wire                        eng_rsp_tready;
 wire [NUM_COUNTERS*64-1:0]  counters;
 
 kv_csr #(
@@ -146,6 +187,60 @@ csr_inst (
     .counters(counters)
 );
 
+generate
+    if (FE_PORT) begin : arb
+        kv_mc_arb #(
+            .REQ_W(REQ_W),
+            .RSP_W(RSP_W),
+            .TAG_W(TAG_W)
+        )
+        arb_inst (
+            .clk(clk),
+            .rst(rst),
+            .s_axis_a_req_tdata(req_tdata),
+            .s_axis_a_req_tuser(req_tuser),
+            .s_axis_a_req_tvalid(req_tvalid),
+            .s_axis_a_req_tready(req_tready),
+            .m_axis_a_rsp_tdata(rsp_tdata),
+            .m_axis_a_rsp_tuser(rsp_tuser),
+            .m_axis_a_rsp_tvalid(rsp_tvalid),
+            .m_axis_a_rsp_tready(rsp_tready),
+            .s_axis_b_req_tdata(s_axis_fe_req_tdata),
+            .s_axis_b_req_tuser(s_axis_fe_req_tuser),
+            .s_axis_b_req_tvalid(s_axis_fe_req_tvalid),
+            .s_axis_b_req_tready(s_axis_fe_req_tready),
+            .m_axis_b_rsp_tdata(m_axis_fe_rsp_tdata),
+            .m_axis_b_rsp_tuser(m_axis_fe_rsp_tuser),
+            .m_axis_b_rsp_tvalid(m_axis_fe_rsp_tvalid),
+            .m_axis_b_rsp_tready(m_axis_fe_rsp_tready),
+            .m_axis_req_tdata(eng_req_tdata),
+            .m_axis_req_tuser(eng_req_tuser),
+            .m_axis_req_tvalid(eng_req_tvalid),
+            .m_axis_req_tready(eng_req_tready),
+            .s_axis_rsp_tdata(eng_rsp_tdata),
+            .s_axis_rsp_tuser(eng_rsp_tuser),
+            .s_axis_rsp_tvalid(eng_rsp_tvalid),
+            .s_axis_rsp_tready(eng_rsp_tready)
+        );
+    end else begin : direct
+        assign eng_req_tdata = req_tdata;
+        assign eng_req_tuser = req_tuser;
+        assign eng_req_tvalid = req_tvalid;
+        assign req_tready = eng_req_tready;
+        assign rsp_tdata = eng_rsp_tdata;
+        assign rsp_tuser = eng_rsp_tuser;
+        assign rsp_tvalid = eng_rsp_tvalid;
+        assign eng_rsp_tready = rsp_tready;
+        assign s_axis_fe_req_tready = 1'b0;
+        assign m_axis_fe_rsp_tdata = {RSP_W{1'b0}};
+        assign m_axis_fe_rsp_tuser = {TAG_W{1'b0}};
+        assign m_axis_fe_rsp_tvalid = 1'b0;
+        // no front-end port: its inputs are not used
+        wire unused = &{1'b0, s_axis_fe_req_tdata, s_axis_fe_req_tuser, s_axis_fe_req_tvalid,
+                        m_axis_fe_rsp_tready};
+    end
+endgenerate
+
 kv_engine #(
     .KEY_W(KEY_W),
     .VALUE_W(VALUE_W),
@@ -155,24 +250,25 @@ kv_engine #(
     .RULES(RULES),
     .PRIO_W(PRIO_W),
     .HASH_SEED(HASH_SEED),
-    .TAG_W(TAG_W),
+    .TAG_W(ENG_TAG_W),
     .HASH_STAGES(HASH_STAGES),
     .RAM_LAT(RAM_LAT),
     .TREE_LEVELS_PER_STAGE(TREE_LEVELS_PER_STAGE),
     .RULE_SLOTS(RULE_SLOTS),
+    .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH),
     .NUM_COUNTERS(NUM_COUNTERS)
 )
 engine_inst (
     .clk(clk),
     .rst(rst),
-    .s_axis_req_tdata(req_tdata),
-    .s_axis_req_tvalid(req_tvalid),
-    .s_axis_req_tready(req_tready),
-    .s_axis_req_tuser(req_tuser),
-    .m_axis_rsp_tdata(rsp_tdata),
-    .m_axis_rsp_tvalid(rsp_tvalid),
-    .m_axis_rsp_tready(rsp_tready),
-    .m_axis_rsp_tuser(rsp_tuser),
+    .s_axis_req_tdata(eng_req_tdata),
+    .s_axis_req_tvalid(eng_req_tvalid),
+    .s_axis_req_tready(eng_req_tready),
+    .s_axis_req_tuser(eng_req_tuser),
+    .m_axis_rsp_tdata(eng_rsp_tdata),
+    .m_axis_rsp_tvalid(eng_rsp_tvalid),
+    .m_axis_rsp_tready(eng_rsp_tready),
+    .m_axis_rsp_tuser(eng_rsp_tuser),
     .stat_counters(counters)
 );
 

@@ -705,7 +705,7 @@ wire dq_valid;
 wire dq_pop;
 wire [$clog2(DESC_DEPTH):0] dq_count_unused;
 
-kv_eth_fifo #(
+kv_fifo #(
     .WIDTH(DW),
     .DEPTH(DESC_DEPTH)
 ) desc_fifo (
@@ -975,7 +975,7 @@ wire [DATA_W+KEEP_W+1:0] of_data;
 wire of_valid;
 wire of_pop;
 
-kv_eth_fifo #(
+kv_fifo #(
     .WIDTH(DATA_W + KEEP_W + 2),
     .DEPTH(OF_DEPTH)
 ) out_fifo (
@@ -998,7 +998,7 @@ wire of_dest = of_data[DATA_W+KEEP_W+1];
 wire of_last = of_data[DATA_W+KEEP_W];
 assign of_pop = of_dest ? m_axis_ctl_tready : m_axis_pl_tready;
 
-kv_eth_fifo #(
+kv_fifo #(
     .WIDTH(180),
     .DEPTH(MF_DEPTH)
 ) meta_fifo (

@@ -348,7 +348,7 @@ wire dq_valid;
 wire dq_pop;
 wire dq_ready_unused;       // always set when dq_push is (droom)
 
-kv_eth_fifo #(
+kv_fifo #(
     .WIDTH(DDW),
     .DEPTH(DESC_DEPTH)
 ) desc_fifo (
@@ -428,7 +428,7 @@ wire rd_valid;
 wire rd_pop;
 wire rd_ready_unused;       // always set when t1_valid is (credits)
 
-kv_eth_fifo #(
+kv_fifo #(
     .WIDTH(DATA_W + 1),
     .DEPTH(RD_DEPTH)
 ) pay_fifo (
@@ -450,7 +450,7 @@ wire jf_valid;
 wire jf_pop;
 wire jf_ready_unused;       // always set when dq_push is (droom)
 
-kv_eth_fifo #(
+kv_fifo #(
     .WIDTH(161),
     .DEPTH(DESC_DEPTH)
 ) job_fifo (

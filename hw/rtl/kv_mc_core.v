@@ -29,7 +29,8 @@ pynq-kv: memcached request-processing core (between the L2-L4 path and the engin
  * The engine answers in request order, so the descriptor FIFO and the
  * engine's responses line up without tags (tuser is 0).  Per-datagram
  * metadata (source MAC/IP/port, VLAN) and the request id wait in the metadata
- * FIFO until the datagram's last descriptor has been answered.
+ * FIFO until the datagram's last descriptor has been answered.  Both FIFOs
+ * are kv_fifo with a registered read (block RAM for wide descriptors).
  *
  * counters: frontend.md §8 datagram/request counters, 64 bits each (zeroed
  * by counters_clear), counter c at counters[64c +: 64]: 0 rx_datagrams,
@@ -311,10 +312,12 @@ wire [DESC_W-1:0] desc_in = sel_bin ?
 
 wire [DESC_W-1:0] desc_out;
 wire desc_out_valid, desc_out_ready;
+wire [$clog2(DESC_DEPTH):0] desc_count_unused;
 
-kv_mc_fifo #(
+kv_fifo #(
     .WIDTH(DESC_W),
-    .DEPTH(DESC_DEPTH)
+    .DEPTH(DESC_DEPTH),
+    .OUTPUT_REG(1)
 )
 desc_fifo_inst (
     .clk(clk),
@@ -324,15 +327,18 @@ desc_fifo_inst (
     .s_ready(desc_in_ready),
     .m_data(desc_out),
     .m_valid(desc_out_valid),
-    .m_ready(desc_out_ready)
+    .m_ready(desc_out_ready),
+    .count(desc_count_unused)
 );
 
 wire [META_W+15:0] meta_out;
 wire meta_out_valid, meta_out_ready;
+wire [$clog2(META_DEPTH):0] meta_count_unused;
 
-kv_mc_fifo #(
+kv_fifo #(
     .WIDTH(META_W + 16),
-    .DEPTH(META_DEPTH)
+    .DEPTH(META_DEPTH),
+    .OUTPUT_REG(1)
 )
 meta_fifo_inst (
     .clk(clk),
@@ -342,7 +348,8 @@ meta_fifo_inst (
     .s_ready(rx_meta_ready),
     .m_data(meta_out),
     .m_valid(meta_out_valid),
-    .m_ready(meta_out_ready)
+    .m_ready(meta_out_ready),
+    .count(meta_count_unused)
 );
 
 /*

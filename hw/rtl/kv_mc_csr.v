@@ -28,10 +28,12 @@ pynq-kv: front-end registers and counters, in front of the engine CSR
  * Byte strobes are honoured.  Unmapped front-end addresses, words beyond
  * the counters and writes to read-only registers answer SLVERR (reads 0).
  *
- * AXI4-Lite: one write and one read at a time each; a transaction is taken
- * once both awvalid and wvalid (or arvalid) are seen, and its response is
- * given once it has been done here or by kv_csr.  Address bits above 11 and
- * bits 1:0 are ignored, as in kv_csr.
+ * AXI4-Lite (the handshakes are kv_axil_regs', with registered requests):
+ * one write and one read at a time each; a transaction is taken once both
+ * awvalid and wvalid (or arvalid) are seen, and its response is given once
+ * it has been done here or by kv_csr (the captured address and data are
+ * forwarded on m_axil_*).  Address bits above 11 and bits 1:0 are ignored,
+ * as in kv_csr.
  */
 module kv_mc_csr #
 (
@@ -111,19 +113,7 @@ module kv_mc_csr #
 
 `include "kv_regs.vh"
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            clog2 = clog2 + 1;
-            v = v * 2;
-        end
-    end
-endfunction
-
-localparam CNT_IB = clog2(KV_REG_FE_COUNTER_SIZE);
+localparam CNT_IB = $clog2(KV_REG_FE_COUNTER_SIZE);
 localparam [1:0] RESP_OKAY = 2'b00;
 localparam [1:0] RESP_SLVERR = 2'b10;
 
@@ -160,6 +150,59 @@ function is_fe(input [3:0] page);
 endfunction
 
 /*
+ * AXI4-Lite handshakes: a captured front-end access is answered at once, any
+ * other once kv_csr has answered it
+ */
+wire [ADDR_WIDTH-1:0] reg_wr_addr, reg_rd_addr;
+wire [2:0] reg_wr_prot, reg_rd_prot;
+wire [31:0] reg_wr_data;
+wire [3:0] reg_wr_strb;
+wire reg_wr_req, reg_wr_ack, reg_rd_req, reg_rd_ack;
+wire [1:0] reg_wr_resp, reg_rd_resp;
+wire [31:0] reg_rd_data;
+
+kv_axil_regs #(
+    .ADDR_WIDTH(ADDR_WIDTH),
+    .REQ_REG(1)
+)
+axil_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_axil_awaddr(s_axil_awaddr),
+    .s_axil_awprot(s_axil_awprot),
+    .s_axil_awvalid(s_axil_awvalid),
+    .s_axil_awready(s_axil_awready),
+    .s_axil_wdata(s_axil_wdata),
+    .s_axil_wstrb(s_axil_wstrb),
+    .s_axil_wvalid(s_axil_wvalid),
+    .s_axil_wready(s_axil_wready),
+    .s_axil_bresp(s_axil_bresp),
+    .s_axil_bvalid(s_axil_bvalid),
+    .s_axil_bready(s_axil_bready),
+    .s_axil_araddr(s_axil_araddr),
+    .s_axil_arprot(s_axil_arprot),
+    .s_axil_arvalid(s_axil_arvalid),
+    .s_axil_arready(s_axil_arready),
+    .s_axil_rdata(s_axil_rdata),
+    .s_axil_rresp(s_axil_rresp),
+    .s_axil_rvalid(s_axil_rvalid),
+    .s_axil_rready(s_axil_rready),
+    .reg_wr_addr(reg_wr_addr),
+    .reg_wr_prot(reg_wr_prot),
+    .reg_wr_data(reg_wr_data),
+    .reg_wr_strb(reg_wr_strb),
+    .reg_wr_req(reg_wr_req),
+    .reg_wr_ack(reg_wr_ack),
+    .reg_wr_resp(reg_wr_resp),
+    .reg_rd_addr(reg_rd_addr),
+    .reg_rd_prot(reg_rd_prot),
+    .reg_rd_req(reg_rd_req),
+    .reg_rd_ack(reg_rd_ack),
+    .reg_rd_data(reg_rd_data),
+    .reg_rd_resp(reg_rd_resp)
+);
+
+/*
  * front-end registers
  */
 reg [47:0] mac_reg;
@@ -174,88 +217,69 @@ assign cfg_udp_port = port_reg;
 assign counters_clear = clear_reg;
 
 /*
- * write channel
+ * write channel: a front-end write is done at once, any other is forwarded
+ * to kv_csr
  */
-localparam [2:0]
-    W_IDLE = 3'd0,
-    W_TAKE = 3'd1,
-    W_FWD = 3'd2,
-    W_WAITB = 3'd3,
-    W_RESP = 3'd4;
+localparam [1:0]
+    F_IDLE = 2'd0,
+    F_FWD = 2'd1,
+    F_WAIT = 2'd2;
 
-reg [2:0] w_state_reg;
-reg [ADDR_WIDTH-1:0] waddr_reg;
-reg [31:0] wdata_reg;
-reg [3:0] wstrb_reg;
-reg [2:0] wprot_reg;
-reg s_awready_reg, s_bvalid_reg, m_awvalid_reg, m_wvalid_reg;
-reg [1:0] s_bresp_reg;
+reg [1:0] w_state_reg;
+reg m_awvalid_reg, m_wvalid_reg;
 
-assign s_axil_awready = s_awready_reg;
-assign s_axil_wready = s_awready_reg;
-assign s_axil_bresp = s_bresp_reg;
-assign s_axil_bvalid = s_bvalid_reg;
-assign m_axil_awaddr = waddr_reg;
-assign m_axil_awprot = wprot_reg;
+wire wr_fe = is_fe(reg_wr_addr[11:8]);
+assign m_axil_awaddr = reg_wr_addr;
+assign m_axil_awprot = reg_wr_prot;
 assign m_axil_awvalid = m_awvalid_reg;
-assign m_axil_wdata = wdata_reg;
-assign m_axil_wstrb = wstrb_reg;
+assign m_axil_wdata = reg_wr_data;
+assign m_axil_wstrb = reg_wr_strb;
 assign m_axil_wvalid = m_wvalid_reg;
-assign m_axil_bready = w_state_reg == W_WAITB;
+assign m_axil_bready = w_state_reg == F_WAIT;
 
-wire [11:0] wa = {waddr_reg[11:2], 2'b00};
+wire [11:0] wa = {reg_wr_addr[11:2], 2'b00};
 wire wr_mac_lo = wa == KV_REG_FE_MAC_LO;
 wire wr_mac_hi = wa == KV_REG_FE_MAC_HI;
 wire wr_ip = wa == KV_REG_FE_IP;
 wire wr_port = wa == KV_REG_FE_UDP_PORT;
 wire wr_ctrl = wa == KV_REG_FE_CTRL;
 wire wr_ok = wr_mac_lo || wr_mac_hi || wr_ip || wr_port || wr_ctrl;
-wire [31:0] ctrl_bits = merge(32'd0, wdata_reg, wstrb_reg);
-wire [31:0] mac_hi_new = merge({16'd0, mac_reg[47:32]}, wdata_reg, wstrb_reg);
-wire [31:0] port_new = merge({16'd0, port_reg}, wdata_reg, wstrb_reg);
+wire [31:0] ctrl_bits = merge(32'd0, reg_wr_data, reg_wr_strb);
+wire [31:0] mac_hi_new = merge({16'd0, mac_reg[47:32]}, reg_wr_data, reg_wr_strb);
+wire [31:0] port_new = merge({16'd0, port_reg}, reg_wr_data, reg_wr_strb);
+
+assign reg_wr_ack = wr_fe || (w_state_reg == F_WAIT && m_axil_bvalid);
+assign reg_wr_resp = !wr_fe ? m_axil_bresp : wr_ok ? RESP_OKAY : RESP_SLVERR;
+wire wr_fe_en = reg_wr_req && wr_fe;
 
 always @(posedge clk) begin
-    s_awready_reg <= 1'b0;
     clear_reg <= 1'b0;
-    case (w_state_reg)
-        W_IDLE: begin
-            if (s_axil_awvalid && s_axil_wvalid) begin
-                s_awready_reg <= 1'b1;
-                waddr_reg <= s_axil_awaddr;
-                wdata_reg <= s_axil_wdata;
-                wstrb_reg <= s_axil_wstrb;
-                wprot_reg <= s_axil_awprot;
-                w_state_reg <= W_TAKE;
-            end
+    if (wr_fe_en) begin
+        if (wr_mac_lo) begin
+            mac_reg[31:0] <= merge(mac_reg[31:0], reg_wr_data, reg_wr_strb);
         end
-        W_TAKE: begin
-            // the handshake with awready/wready happens in this cycle
-            if (is_fe(waddr_reg[11:8])) begin
-                if (wr_mac_lo) begin
-                    mac_reg[31:0] <= merge(mac_reg[31:0], wdata_reg, wstrb_reg);
-                end
-                if (wr_mac_hi) begin
-                    mac_reg[47:32] <= mac_hi_new[15:0];
-                end
-                if (wr_ip) begin
-                    ip_reg <= merge(ip_reg, wdata_reg, wstrb_reg);
-                end
-                if (wr_port) begin
-                    port_reg <= port_new[15:0];
-                end
-                if (wr_ctrl) begin
-                    clear_reg <= ctrl_bits[0];
-                end
-                s_bresp_reg <= wr_ok ? RESP_OKAY : RESP_SLVERR;
-                s_bvalid_reg <= 1'b1;
-                w_state_reg <= W_RESP;
-            end else begin
+        if (wr_mac_hi) begin
+            mac_reg[47:32] <= mac_hi_new[15:0];
+        end
+        if (wr_ip) begin
+            ip_reg <= merge(ip_reg, reg_wr_data, reg_wr_strb);
+        end
+        if (wr_port) begin
+            port_reg <= port_new[15:0];
+        end
+        if (wr_ctrl) begin
+            clear_reg <= ctrl_bits[0];
+        end
+    end
+    case (w_state_reg)
+        F_IDLE: begin
+            if (reg_wr_req && !wr_fe) begin
                 m_awvalid_reg <= 1'b1;
                 m_wvalid_reg <= 1'b1;
-                w_state_reg <= W_FWD;
+                w_state_reg <= F_FWD;
             end
         end
-        W_FWD: begin
+        F_FWD: begin
             if (m_axil_awready) begin
                 m_awvalid_reg <= 1'b0;
             end
@@ -263,28 +287,17 @@ always @(posedge clk) begin
                 m_wvalid_reg <= 1'b0;
             end
             if ((m_axil_awready || !m_awvalid_reg) && (m_axil_wready || !m_wvalid_reg)) begin
-                w_state_reg <= W_WAITB;
+                w_state_reg <= F_WAIT;
             end
         end
-        W_WAITB: begin
+        default: begin // F_WAIT: the response goes back through kv_axil_regs
             if (m_axil_bvalid) begin
-                s_bresp_reg <= m_axil_bresp;
-                s_bvalid_reg <= 1'b1;
-                w_state_reg <= W_RESP;
-            end
-        end
-        default: begin // W_RESP
-            if (s_axil_bready) begin
-                s_bvalid_reg <= 1'b0;
-                w_state_reg <= W_IDLE;
+                w_state_reg <= F_IDLE;
             end
         end
     endcase
     if (rst) begin
-        w_state_reg <= W_IDLE;
-        s_awready_reg <= 1'b0;
-        s_bvalid_reg <= 1'b0;
-        s_bresp_reg <= RESP_OKAY;
+        w_state_reg <= F_IDLE;
         m_awvalid_reg <= 1'b0;
         m_wvalid_reg <= 1'b0;
         clear_reg <= 1'b0;
@@ -295,32 +308,18 @@ always @(posedge clk) begin
 end
 
 /*
- * read channel
+ * read channel: the same split
  */
-localparam [2:0]
-    R_IDLE = 3'd0,
-    R_TAKE = 3'd1,
-    R_FWD = 3'd2,
-    R_WAITR = 3'd3,
-    R_RESP = 3'd4;
+reg [1:0] r_state_reg;
+reg m_arvalid_reg;
 
-reg [2:0] r_state_reg;
-reg [ADDR_WIDTH-1:0] raddr_reg;
-reg [2:0] rprot_reg;
-reg s_arready_reg, s_rvalid_reg, m_arvalid_reg;
-reg [31:0] s_rdata_reg;
-reg [1:0] s_rresp_reg;
-
-assign s_axil_arready = s_arready_reg;
-assign s_axil_rdata = s_rdata_reg;
-assign s_axil_rresp = s_rresp_reg;
-assign s_axil_rvalid = s_rvalid_reg;
-assign m_axil_araddr = raddr_reg;
-assign m_axil_arprot = rprot_reg;
+wire rd_fe = is_fe(reg_rd_addr[11:8]);
+assign m_axil_araddr = reg_rd_addr;
+assign m_axil_arprot = reg_rd_prot;
 assign m_axil_arvalid = m_arvalid_reg;
-assign m_axil_rready = r_state_reg == R_WAITR;
+assign m_axil_rready = r_state_reg == F_WAIT;
 
-wire [11:0] ra = {raddr_reg[11:2], 2'b00};
+wire [11:0] ra = {reg_rd_addr[11:2], 2'b00};
 wire [CNT_IB-1:0] cidx = ra[2 +: CNT_IB];
 wire in_cnt = (ra >> (CNT_IB + 2)) == (KV_REG_FE_COUNTER >> (CNT_IB + 2));
 wire [31:0] cidx32 = {{(32-CNT_IB){1'b0}}, cidx};
@@ -360,63 +359,40 @@ always @* begin
     endcase
 end
 
+assign reg_rd_ack = rd_fe || (r_state_reg == F_WAIT && m_axil_rvalid);
+assign reg_rd_data = rd_fe ? rd_data : m_axil_rdata;
+assign reg_rd_resp = !rd_fe ? m_axil_rresp : rd_ok ? RESP_OKAY : RESP_SLVERR;
+
 integer j;
 always @(posedge clk) begin
-    s_arready_reg <= 1'b0;
+    if (reg_rd_req && rd_fe && cnt_ok && !cidx[0]) begin
+        for (j = 0; j < NUM_COUNTERS; j = j + 1) begin
+            if (cnum32 == j) begin
+                shadow_reg[32*j +: 32] <= cnt_hi;
+            end
+        end
+    end
     case (r_state_reg)
-        R_IDLE: begin
-            if (s_axil_arvalid) begin
-                s_arready_reg <= 1'b1;
-                raddr_reg <= s_axil_araddr;
-                rprot_reg <= s_axil_arprot;
-                r_state_reg <= R_TAKE;
-            end
-        end
-        R_TAKE: begin
-            if (is_fe(raddr_reg[11:8])) begin
-                s_rdata_reg <= rd_data;
-                s_rresp_reg <= rd_ok ? RESP_OKAY : RESP_SLVERR;
-                s_rvalid_reg <= 1'b1;
-                if (cnt_ok && !cidx[0]) begin
-                    for (j = 0; j < NUM_COUNTERS; j = j + 1) begin
-                        if (cnum32 == j) begin
-                            shadow_reg[32*j +: 32] <= cnt_hi;
-                        end
-                    end
-                end
-                r_state_reg <= R_RESP;
-            end else begin
+        F_IDLE: begin
+            if (reg_rd_req && !rd_fe) begin
                 m_arvalid_reg <= 1'b1;
-                r_state_reg <= R_FWD;
+                r_state_reg <= F_FWD;
             end
         end
-        R_FWD: begin
+        F_FWD: begin
             if (m_axil_arready) begin
                 m_arvalid_reg <= 1'b0;
-                r_state_reg <= R_WAITR;
+                r_state_reg <= F_WAIT;
             end
         end
-        R_WAITR: begin
+        default: begin // F_WAIT
             if (m_axil_rvalid) begin
-                s_rdata_reg <= m_axil_rdata;
-                s_rresp_reg <= m_axil_rresp;
-                s_rvalid_reg <= 1'b1;
-                r_state_reg <= R_RESP;
-            end
-        end
-        default: begin // R_RESP
-            if (s_axil_rready) begin
-                s_rvalid_reg <= 1'b0;
-                r_state_reg <= R_IDLE;
+                r_state_reg <= F_IDLE;
             end
         end
     endcase
     if (rst) begin
-        r_state_reg <= R_IDLE;
-        s_arready_reg <= 1'b0;
-        s_rvalid_reg <= 1'b0;
-        s_rdata_reg <= 32'd0;
-        s_rresp_reg <= RESP_OKAY;
+        r_state_reg <= F_IDLE;
         m_arvalid_reg <= 1'b0;
         shadow_reg <= {NUM_COUNTERS*32{1'b0}};
     end

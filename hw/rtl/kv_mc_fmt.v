@@ -107,18 +107,6 @@ module kv_mc_fmt #
     output wire                      stat_datagram
 );
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            clog2 = clog2 + 1;
-            v = v * 2;
-        end
-    end
-endfunction
-
 function integer imax(input integer a, input integer b);
     begin
         imax = a > b ? a : b;
@@ -135,8 +123,8 @@ localparam TB = imax(VB + 9, 72);                     // tail: value, strings, t
 localparam RB0 = imax(28 + MAX_KEY + VB, 72);         // longest response
 localparam NCH = (RB0 + BYTES - 1) / BYTES;           // chunks of the longest response
 localparam RB = NCH * BYTES;
-localparam CHW = clog2(NCH + 1);
-localparam FW = clog2(BYTES + 1);
+localparam CHW = $clog2(NCH + 1);
+localparam FW = $clog2(BYTES + 1);
 localparam [15:0] MAX_DGRAM16 = 16'd0 + MAX_DGRAM;
 
 // response kinds

@@ -121,22 +121,10 @@ module kv_mc_rx #
     output wire                     stat_served
 );
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            clog2 = clog2 + 1;
-            v = v * 2;
-        end
-    end
-endfunction
-
 localparam BYTES = DATA_W / 8;
 localparam W = REQ_BYTES + BYTES;       // window bytes
-localparam CW = clog2(W + 1);           // window byte count width
-localparam BW = clog2(BYTES + 1);       // beat byte count width
+localparam CW = $clog2(W + 1);           // window byte count width
+localparam BW = $clog2(BYTES + 1);       // beat byte count width
 localparam [32:0] REQ_BYTES33 = 33'd0 + REQ_BYTES;
 localparam [32:0] W33 = 33'd0 + W;
 localparam [32:0] BYTES33 = 33'd0 + BYTES;

@@ -100,23 +100,11 @@ module kv_mc_text #
     output wire                      stat_truncated
 );
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            clog2 = clog2 + 1;
-            v = v * 2;
-        end
-    end
-endfunction
-
 localparam KB = KEY_W / 8;
 localparam VB = VALUE_W / 8;
 localparam MAX_KEY = KB - 1;
 localparam MAX_VALUE = VB - 1;
-localparam LAW = clog2(LINE_BYTES);
+localparam LAW = $clog2(LINE_BYTES);
 wire [31:0] max_value32 = MAX_VALUE;
 
 // response kinds (kv_mc_fmt)

@@ -15,7 +15,7 @@ pynq-kv: pipelined rule priority resolution (docs/engine.md §5.3)
  *
  * Among the inputs with in_valid set, finds the one with the highest
  * in_prio (unsigned); among equal priorities the lowest input index wins
- * (engine.md §5.3).  A binary tree of LEVELS = max(1, clog2(N)) compare
+ * (engine.md §5.3).  A binary tree of LEVELS = max(1, $clog2(N)) compare
  * levels, a register after every LEVELS_PER_STAGE levels and after the last
  * level: LATENCY = ceil(LEVELS / LEVELS_PER_STAGE) clock cycles, one new
  * input vector per clock, no back-pressure.  Inputs are padded to a power of
@@ -34,7 +34,7 @@ module kv_prio_tree #
     parameter N = 8,
     // Priority width in bits: 1 to 32
     parameter PRIO_W = 16,
-    // Width of out_idx: >= max(1, clog2(N))
+    // Width of out_idx: >= max(1, $clog2(N))
     parameter IDX_W = 3,
     // Compare levels between pipeline registers: >= 1
     parameter LEVELS_PER_STAGE = 2
@@ -50,20 +50,8 @@ module kv_prio_tree #
     output wire [PRIO_W-1:0]   out_prio
 );
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            v = v * 2;
-            clog2 = clog2 + 1;
-        end
-    end
-endfunction
-
 // compare levels and padded leaf count
-localparam LEVELS = (N > 1) ? clog2(N) : 1;
+localparam LEVELS = (N > 1) ? $clog2(N) : 1;
 localparam NP = 2**LEVELS;
 // node: {valid, prio, idx}
 localparam NIDX_W = LEVELS;
@@ -80,7 +68,7 @@ initial begin
         $finish;
     end
     if (IDX_W < LEVELS) begin
-        $error("Error: IDX_W must be at least max(1, clog2(N)) (instance %m)");
+        $error("Error: IDX_W must be at least max(1, $clog2(N)) (instance %m)");
         $finish;
     end
     if (LEVELS_PER_STAGE < 1) begin
@@ -112,7 +100,7 @@ generate
 
     for (i = 1; i < NP; i = i + 1) begin : node
         // height of this node above the leaves: 1 .. LEVELS
-        localparam HEIGHT = LEVELS - clog2(i + 1) + 1;
+        localparam HEIGHT = LEVELS - $clog2(i + 1) + 1;
 
         wire [NODE_W-1:0] left = nodes[(2*i)*NODE_W +: NODE_W];
         wire [NODE_W-1:0] right = nodes[(2*i+1)*NODE_W +: NODE_W];

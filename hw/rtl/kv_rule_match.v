@@ -70,7 +70,7 @@ module kv_rule_match #
     parameter RULES = 16,
     // Priority width in bits: 1 to 32
     parameter PRIO_W = 16,
-    // Width of the entry address port: >= max(1, clog2(RULES)) (the engine
+    // Width of the entry address port: >= max(1, $clog2(RULES)) (the engine
     // passes exactly that; wr_entry must be < RULES, bits above are ignored)
     parameter ENTRY_W = 4,
     // Shadow slots (writes being rewritten in the background): 1 to 8
@@ -105,25 +105,13 @@ module kv_rule_match #
     output wire                    rewrite_busy
 );
 
-function integer clog2(input integer n);
-    integer v;
-    begin
-        clog2 = 0;
-        v = 1;
-        while (v < n) begin
-            v = v * 2;
-            clog2 = clog2 + 1;
-        end
-    end
-endfunction
-
 localparam CHUNKS = (KEY_W + 4) / 5;               // 5-bit key chunks, one SRL each
 localparam PAD_W = CHUNKS * 5;                     // key width padded to whole chunks
 localparam CMP_GB = 12;                            // key bits per partial compare of a slot
 localparam CMP_G = KEY_W / CMP_GB;                 // partial compares per slot (every KEY_W is a multiple of 12)
-localparam SLOT_W = (SLOTS > 1) ? clog2(SLOTS) : 1;
-localparam CNT_W = clog2(SLOTS + 1);
-localparam RIDX_W = (RULES > 1) ? clog2(RULES) : 1;
+localparam SLOT_W = (SLOTS > 1) ? $clog2(SLOTS) : 1;
+localparam CNT_W = $clog2(SLOTS + 1);
+localparam RIDX_W = (RULES > 1) ? $clog2(RULES) : 1;
 
 // check configuration
 initial begin

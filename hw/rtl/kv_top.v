@@ -15,13 +15,16 @@ engine and AXI4-Lite CSR (what a Vivado design instantiates)
  *   MAC rx ─► kv_eth_if ─► kv_mc_core ─► kv_mc_arb ─► kv_engine
  *   MAC tx ◄─ kv_eth_if ◄─ kv_mc_core ◄─ kv_mc_arb ◄─┘   │ counters
  *   AXI4-Lite ─► kv_mc_csr ─► kv_csr (mailbox) ─► kv_mc_arb port A
+ *                             └──────── kv_engine_top (FE_PORT = 1) ─────┘
  *
  * kv_eth_if (docs/frontend_rtl.md) checks and strips Ethernet/VLAN/IPv4/UDP,
  * answers ARP and ICMP echo, and builds the reply frames; kv_mc_core
  * (docs/frontend.md §3-§8) turns UDP payloads into engine requests and the
- * engine's answers into reply payloads; kv_mc_arb shares the one engine
- * pipeline between the front-end and the CSR mailbox (the mailbox is never
- * starved, the front-end has every cycle the mailbox does not use).
+ * engine's answers into reply payloads.  kv_engine_top, the same block the
+ * engine-only designs use, holds kv_csr, kv_mc_arb and kv_engine: the
+ * arbiter shares the one engine pipeline between the front-end and the CSR
+ * mailbox (the mailbox is never starved, the front-end has every cycle the
+ * mailbox does not use).
  *
  * Register map (docs/registers.md): kv_mc_csr answers the front-end block
  * 0x900-0xAFF (MAC/IP/UDP port, FE_COUNTER: the 21 frame counters of
@@ -124,7 +127,6 @@ module kv_top #
 
 localparam REQ_W = 106 + 2*KEY_W + VALUE_W;
 localparam RSP_W = 118 + 2*KEY_W + VALUE_W;
-localparam NUM_COUNTERS = 11;
 localparam ETH_COUNTERS = 21;
 localparam CORE_COUNTERS = 11;
 
@@ -215,15 +217,17 @@ fe_csr_inst (
     .fe_counters({core_counters, eth_counters})
 );
 
-wire [REQ_W-1:0] mb_req_tdata;
-wire [TAG_W-1:0] mb_req_tuser;
-wire mb_req_tvalid, mb_req_tready;
-wire [RSP_W-1:0] mb_rsp_tdata;
-wire [TAG_W-1:0] mb_rsp_tuser;
-wire mb_rsp_tvalid, mb_rsp_tready;
-wire [NUM_COUNTERS*64-1:0] engine_counters;
+/*
+ * the engine behind kv_csr, shared with the memcached core (kv_engine_top)
+ */
+wire [REQ_W-1:0] fe_req_tdata;
+wire [TAG_W-1:0] fe_req_tuser;
+wire fe_req_tvalid, fe_req_tready;
+wire [RSP_W-1:0] fe_rsp_tdata;
+wire [TAG_W-1:0] fe_rsp_tuser;
+wire fe_rsp_tvalid, fe_rsp_tready;
 
-kv_csr #(
+kv_engine_top #(
     .KEY_W(KEY_W),
     .VALUE_W(VALUE_W),
     .WAYS(WAYS),
@@ -234,9 +238,13 @@ kv_csr #(
     .HASH_SEED(HASH_SEED),
     .TAG_W(TAG_W),
     .ADDR_WIDTH(ADDR_WIDTH),
-    .NUM_COUNTERS(NUM_COUNTERS)
+    .HASH_STAGES(HASH_STAGES),
+    .RAM_LAT(RAM_LAT),
+    .TREE_LEVELS_PER_STAGE(TREE_LEVELS_PER_STAGE),
+    .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH),
+    .FE_PORT(1)
 )
-csr_inst (
+engine_top_inst (
     .clk(clk),
     .rst(rst),
     .s_axil_awaddr(csr_awaddr),
@@ -258,15 +266,14 @@ csr_inst (
     .s_axil_rresp(csr_rresp),
     .s_axil_rvalid(csr_rvalid),
     .s_axil_rready(csr_rready),
-    .m_axis_req_tdata(mb_req_tdata),
-    .m_axis_req_tuser(mb_req_tuser),
-    .m_axis_req_tvalid(mb_req_tvalid),
-    .m_axis_req_tready(mb_req_tready),
-    .s_axis_rsp_tdata(mb_rsp_tdata),
-    .s_axis_rsp_tuser(mb_rsp_tuser),
-    .s_axis_rsp_tvalid(mb_rsp_tvalid),
-    .s_axis_rsp_tready(mb_rsp_tready),
-    .counters(engine_counters)
+    .s_axis_fe_req_tdata(fe_req_tdata),
+    .s_axis_fe_req_tuser(fe_req_tuser),
+    .s_axis_fe_req_tvalid(fe_req_tvalid),
+    .s_axis_fe_req_tready(fe_req_tready),
+    .m_axis_fe_rsp_tdata(fe_rsp_tdata),
+    .m_axis_fe_rsp_tuser(fe_rsp_tuser),
+    .m_axis_fe_rsp_tvalid(fe_rsp_tvalid),
+    .m_axis_fe_rsp_tready(fe_rsp_tready)
 );
 
 /*
@@ -322,15 +329,8 @@ eth_inst (
 );
 
 /*
- * memcached core, arbiter, engine
+ * memcached core
  */
-wire [REQ_W-1:0] fe_req_tdata;
-wire [TAG_W-1:0] fe_req_tuser;
-wire fe_req_tvalid, fe_req_tready;
-wire [RSP_W-1:0] fe_rsp_tdata;
-wire [TAG_W-1:0] fe_rsp_tuser;
-wire fe_rsp_tvalid, fe_rsp_tready;
-
 kv_mc_core #(
     .DATA_W(DATA_W),
     .KEY_W(KEY_W),
@@ -366,77 +366,6 @@ core_inst (
     .s_axis_rsp_tready(fe_rsp_tready),
     .counters_clear(counters_clear),
     .counters(core_counters)
-);
-
-wire [REQ_W-1:0] eng_req_tdata;
-wire [TAG_W:0] eng_req_tuser;
-wire eng_req_tvalid, eng_req_tready;
-wire [RSP_W-1:0] eng_rsp_tdata;
-wire [TAG_W:0] eng_rsp_tuser;
-wire eng_rsp_tvalid, eng_rsp_tready;
-
-kv_mc_arb #(
-    .REQ_W(REQ_W),
-    .RSP_W(RSP_W),
-    .TAG_W(TAG_W)
-)
-arb_inst (
-    .clk(clk),
-    .rst(rst),
-    .s_axis_a_req_tdata(mb_req_tdata),
-    .s_axis_a_req_tuser(mb_req_tuser),
-    .s_axis_a_req_tvalid(mb_req_tvalid),
-    .s_axis_a_req_tready(mb_req_tready),
-    .m_axis_a_rsp_tdata(mb_rsp_tdata),
-    .m_axis_a_rsp_tuser(mb_rsp_tuser),
-    .m_axis_a_rsp_tvalid(mb_rsp_tvalid),
-    .m_axis_a_rsp_tready(mb_rsp_tready),
-    .s_axis_b_req_tdata(fe_req_tdata),
-    .s_axis_b_req_tuser(fe_req_tuser),
-    .s_axis_b_req_tvalid(fe_req_tvalid),
-    .s_axis_b_req_tready(fe_req_tready),
-    .m_axis_b_rsp_tdata(fe_rsp_tdata),
-    .m_axis_b_rsp_tuser(fe_rsp_tuser),
-    .m_axis_b_rsp_tvalid(fe_rsp_tvalid),
-    .m_axis_b_rsp_tready(fe_rsp_tready),
-    .m_axis_req_tdata(eng_req_tdata),
-    .m_axis_req_tuser(eng_req_tuser),
-    .m_axis_req_tvalid(eng_req_tvalid),
-    .m_axis_req_tready(eng_req_tready),
-    .s_axis_rsp_tdata(eng_rsp_tdata),
-    .s_axis_rsp_tuser(eng_rsp_tuser),
-    .s_axis_rsp_tvalid(eng_rsp_tvalid),
-    .s_axis_rsp_tready(eng_rsp_tready)
-);
-
-kv_engine #(
-    .KEY_W(KEY_W),
-    .VALUE_W(VALUE_W),
-    .WAYS(WAYS),
-    .ROWS(ROWS),
-    .STASH(STASH),
-    .RULES(RULES),
-    .PRIO_W(PRIO_W),
-    .HASH_SEED(HASH_SEED),
-    .TAG_W(TAG_W + 1),
-    .HASH_STAGES(HASH_STAGES),
-    .RAM_LAT(RAM_LAT),
-    .TREE_LEVELS_PER_STAGE(TREE_LEVELS_PER_STAGE),
-    .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH),
-    .NUM_COUNTERS(NUM_COUNTERS)
-)
-engine_inst (
-    .clk(clk),
-    .rst(rst),
-    .s_axis_req_tdata(eng_req_tdata),
-    .s_axis_req_tvalid(eng_req_tvalid),
-    .s_axis_req_tready(eng_req_tready),
-    .s_axis_req_tuser(eng_req_tuser),
-    .m_axis_rsp_tdata(eng_rsp_tdata),
-    .m_axis_rsp_tvalid(eng_rsp_tvalid),
-    .m_axis_rsp_tready(eng_rsp_tready),
-    .m_axis_rsp_tuser(eng_rsp_tuser),
-    .stat_counters(engine_counters)
 );
 
 endmodule

@@ -528,7 +528,7 @@ CONFIGS = [
 def test_kv_csr(sim: str, params: dict) -> None:
     import tools
 
-    tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(TOPLEVEL), params,
+    tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(TOPLEVEL, "kv_axil_regs"), params,
                      tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
                      seed=int(os.environ.get("KV_CSR_RANDOM_SEED", "20240601")),
                      params_env="KV_CSR_PARAMS", build_args=())

@@ -581,7 +581,7 @@ async def run_fuzz(dut):
 # pytest: build and run the cocotb tests above
 # ------------------------------------------------------------------------------------------
 
-SOURCES = ["kv_eth_if", "kv_eth_rx", "kv_eth_tx", "kv_eth_fifo"]
+SOURCES = ["kv_eth_if", "kv_eth_rx", "kv_eth_tx", "kv_fifo"]
 
 # (simulator, DATA_W, extra parameters, cocotb tests)
 CONFIGS = [

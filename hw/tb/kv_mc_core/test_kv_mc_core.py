@@ -50,7 +50,7 @@ from pynq_kv.net.udpframe import wrap  # noqa: E402
 from mc_stim import McModel, Stim, directed_payloads  # noqa: E402
 
 TOPLEVEL = "tb_kv_mc_core"
-CORE_MODULES = ["kv_mc_core", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt", "kv_mc_fifo",
+CORE_MODULES = ["kv_mc_core", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt", "kv_fifo",
                 "kv_mc_arb"]
 ENGINE_MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
 DEFAULT_SEED = 0x70796E712D6B7631
