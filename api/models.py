@@ -182,7 +182,29 @@ class OccupancyPublic(BaseModel):
     load_factor: float
 
 
+class FrontendPublic(BaseModel):
+    """The RTL Ethernet front-end of kv_top (pynq_kv.Frontend): settings and counters."""
+
+    mac: str
+    ip: str
+    udp_port: int
+    data_w: int = Field(description="MAC stream width in bits (64: 10G, 512: 100G)")
+    counters: dict[str, int]
+
+
 class OverlayPublic(BaseModel):
+    kind: Optional[Literal["pynq", "xrt", "simulated"]] = Field(
+        description="what pynq_kv.load() opened; null when the appliance was given an engine "
+                    "directly instead")
+    source: Optional[str] = Field(
+        description='the bitstream or xclbin path, or "simulation (model)" / '
+                    '"simulation (Verilated kv_top)"')
+    board: Optional[str] = Field(description='the overlays/ board, "sim" for the simulated overlay')
+    manifest: Optional[dict[str, Any]] = Field(
+        description="the overlay's manifest (docs/overlay.md); the simulated overlay's clock is "
+                    "assumed")
+    frontend: Optional[FrontendPublic] = Field(
+        description="the RTL Ethernet front-end; null on the model, which has none")
     backend: str
     geometry: dict[str, int]
     value_kind: str

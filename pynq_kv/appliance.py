@@ -13,29 +13,45 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from .engine import KVEngine
 from .layout import FieldLayout
+from .overlay import KVOverlay
 
 StatsFn = Callable[[], dict[str, Any]]
+# What an appliance is built from: an engine, or an overlay opened by pynq_kv.load().
+EngineFactory = Callable[[], Union[KVEngine, KVOverlay]]
 
 
 class Appliance:
-    """The engine being served, how to rebuild it, and the front-ends' counters."""
+    """The engine being served, how to rebuild it, and the front-ends' counters.
 
-    def __init__(self, engine_factory: Callable[[], KVEngine], *,
+    engine_factory makes the engine: a KVEngine, or a KVOverlay from pynq_kv.load(), whose
+    engine is served and which `overlay` keeps (kind, source, board, manifest, front-end);
+    `overlay` is None for an engine made directly.
+    """
+
+    def __init__(self, engine_factory: EngineFactory, *,
                  layout: Optional[FieldLayout] = None,
                  state_path: Optional[Path] = None) -> None:
         self._factory = engine_factory
-        self.engine: KVEngine = engine_factory()
+        self.engine, self.overlay = self._make()
         self.layout = layout
         self.state_path = state_path
         self.started = time.time()
         self.reloads = 0
         self._frontends: dict[str, StatsFn] = {}
         if state_path is not None and Path(state_path).exists():
-            self.engine.restore(state_path)
+            try:
+                self.engine.restore(state_path)
+            except BaseException:  # a state file the engine refuses: close what was opened
+                self.engine.close()
+                raise
+
+    def _make(self) -> tuple[KVEngine, Optional[KVOverlay]]:
+        made = self._factory()
+        return (made.engine, made) if isinstance(made, KVOverlay) else (made, None)
 
     @property
     def backend(self) -> str:
@@ -56,7 +72,8 @@ class Appliance:
         return {name: stats() for name, stats in self._frontends.items()}
 
     def reload(self) -> int:
-        """Rebuild the engine (a board reloads its overlay) and put every entry and rule back.
+        """Rebuild the engine (through the factory: pynq_kv.load() reloads the overlay) and put
+        every entry and rule back.
 
         The host copy is taken before the old engine closes; if the new engine cannot be made
         or refuses the copy, the old one stays in service. Returns the entries restored.
@@ -65,7 +82,7 @@ class Appliance:
         os.close(fd)
         try:
             self.engine.dump(tmp)
-            fresh = self._factory()
+            fresh, overlay = self._make()
             try:
                 restored = fresh.restore(tmp)
             except BaseException:
@@ -73,7 +90,7 @@ class Appliance:
                 raise
         finally:
             os.unlink(tmp)
-        old, self.engine = self.engine, fresh
+        old, self.engine, self.overlay = self.engine, fresh, overlay
         old.close()
         self.reloads += 1
         return restored
