@@ -7,6 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api_support import LAYOUT, client_for, small_appliance
+from pynq_kv.latency import BUCKETS
 
 
 @pytest.fixture
@@ -88,11 +89,13 @@ def test_metrics_time_the_admin_requests():
             client.get("/healthz")
         first = scrape(client)
         second = scrape(client)
-    name = "pynq_kv_admin_request_duration_seconds"
-    assert first[(f"{name}_count", ())] == 3  # the scrape itself ends after it is read
-    assert second[(f"{name}_count", ())] == 4
-    assert 0 < first[(f"{name}_sum", ())] < 3 * 10
-    buckets = sorted((float(labels[0][1]), value) for (sample, labels), value in second.items()
-                     if sample == f"{name}_bucket")
+    name = "pynq_kv_frontend_request_duration_seconds"
+    admin = (("frontend", "admin"),)
+    assert first[(f"{name}_count", admin)] == 3  # the scrape itself ends after it is read
+    assert second[(f"{name}_count", admin)] == 4
+    assert 0 < first[(f"{name}_sum", admin)] < 3 * 10
+    buckets = sorted((float(dict(labels)["le"]), value) for (sample, labels), value in second.items()
+                     if sample == f"{name}_bucket" and dict(labels)["frontend"] == "admin")
+    assert [le for le, _ in buckets] == [*BUCKETS, float("inf")]
     assert buckets[-1] == (float("inf"), 4)
     assert [count for _, count in buckets] == sorted(count for _, count in buckets)  # cumulative
