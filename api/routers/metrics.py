@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                      HistogramMetricFamily, Metric)
@@ -15,7 +15,7 @@ from prometheus_client.utils import floatToGoString
 from pynq_kv.appliance import Appliance
 from pynq_kv.latency import LatencyRecorder
 
-from ..deps import ApplianceDep
+from ..deps import ApplianceDep, LatenciesDep
 
 router = APIRouter(tags=["metrics"])
 
@@ -54,15 +54,12 @@ LATENCY_HELP = ("front-end requests, server side: arrival at the event loop to t
 
 
 class ApplianceCollector(Collector):
-    """Reads the appliance's engine and front-ends each time Prometheus scrapes.
+    """Reads the appliance's engine, front-ends and their latency recorders each time
+    Prometheus scrapes."""
 
-    admin_latency: this admin app's recorder, shown as frontend="admin" when the appliance has
-    none under that name (an app built without an appliance, given one by dependency override).
-    """
-
-    def __init__(self, appliance: Appliance, admin_latency: LatencyRecorder) -> None:
+    def __init__(self, appliance: Appliance, latencies: dict[str, LatencyRecorder]) -> None:
         self.appliance = appliance
-        self.admin_latency = admin_latency
+        self.latencies = latencies
 
     def collect(self) -> Iterator[Metric]:
         engine = self.appliance.engine
@@ -97,8 +94,7 @@ class ApplianceCollector(Collector):
         yield from families.values()
         latency = HistogramMetricFamily(PREFIX + "frontend_request_duration_seconds", LATENCY_HELP,
                                         labels=["frontend"])
-        recorders = {"admin": self.admin_latency, **self.appliance.frontend_latencies()}
-        for frontend, recorder in sorted(recorders.items()):
+        for frontend, recorder in self.latencies.items():
             latency.add_metric([frontend],
                                [(floatToGoString(le), count) for le, count in recorder.cumulative()],
                                recorder.sum)
@@ -108,9 +104,9 @@ class ApplianceCollector(Collector):
 @router.get("/metrics", response_class=Response,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                              "description": "Prometheus text exposition format"}})
-async def metrics(appliance: ApplianceDep, request: Request) -> Response:
+async def metrics(appliance: ApplianceDep, latencies: LatenciesDep) -> Response:
     """Engine counters (pynq_kv_*_total), occupancy, per-rule hits, front-end counters and the
     front-ends' request latency histograms."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ApplianceCollector(appliance, request.app.state.latency))
+    registry.register(ApplianceCollector(appliance, latencies))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
