@@ -234,6 +234,14 @@ class RuleHits(BaseModel):
     hits: int
 
 
+class LatencyPublic(BaseModel):
+    count: int = Field(description="requests timed since the front-end started")
+    sum: float = Field(description="their total latency, seconds")
+    p50: Optional[float] = Field(description="median since start, seconds (bucket-interpolated); "
+                                             "null before any request")
+    p99: Optional[float] = Field(description="99th percentile since start, seconds; null before any request")
+
+
 class StatsPublic(BaseModel):
     backend: str
     uptime: float
@@ -244,6 +252,9 @@ class StatsPublic(BaseModel):
         description="(exact_hits + rule_hits) / lookups; null before any lookup")
     rules: list[RuleHits]
     frontends: dict[str, dict[str, Any]]
+    latency: dict[str, LatencyPublic] = Field(
+        description="each timing front-end's request latency since it started (/metrics has the "
+                    "histograms: pynq_kv_frontend_request_duration_seconds)")
 
 
 class Health(BaseModel):

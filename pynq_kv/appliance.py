@@ -4,7 +4,8 @@ Every front-end (Redis/RESP, memcached/UDP, the admin REST service) holds the `A
 a backend, and reaches the engine through `appliance.engine`. They all run on one asyncio event
 loop, so engine calls never interleave: no locks, and a REST write is ordered with RESP writes
 exactly as the loop runs them. Front-ends register a stats callable so INFO, /v1/stats and
-/metrics can show every front-end's counters side by side.
+/metrics can show every front-end's counters side by side, and may register the
+`LatencyRecorder` they time their requests with (/metrics shows them as one histogram).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from .engine import KVEngine
+from .latency import LatencyRecorder
 from .layout import FieldLayout
 from .overlay import KVOverlay
 
@@ -42,6 +44,7 @@ class Appliance:
         self.started = time.time()
         self.reloads = 0
         self._frontends: dict[str, StatsFn] = {}
+        self._latencies: dict[str, LatencyRecorder] = {}
         if state_path is not None and Path(state_path).exists():
             try:
                 self.engine.restore(state_path)
@@ -61,15 +64,26 @@ class Appliance:
     def uptime(self) -> float:
         return time.time() - self.started
 
-    def register_frontend(self, name: str, stats: StatsFn) -> None:
-        """Make a front-end's counters part of stats(); name is e.g. "resp", "udp", "admin"."""
+    def register_frontend(self, name: str, stats: StatsFn,
+                          latency: Optional[LatencyRecorder] = None) -> None:
+        """Make a front-end's counters (and the recorder it times requests with, if it has one)
+        part of the appliance's stats; name is e.g. "resp", "udp", "admin"."""
         self._frontends[name] = stats
+        if latency is not None:
+            self._latencies[name] = latency
+        else:
+            self._latencies.pop(name, None)
 
     def unregister_frontend(self, name: str) -> None:
         self._frontends.pop(name, None)
+        self._latencies.pop(name, None)
 
     def frontend_stats(self) -> dict[str, dict[str, Any]]:
         return {name: stats() for name, stats in self._frontends.items()}
+
+    def frontend_latencies(self) -> dict[str, LatencyRecorder]:
+        """The registered front-ends' latency recorders, by front-end name."""
+        return dict(self._latencies)
 
     def reload(self) -> int:
         """Rebuild the engine (through the factory: pynq_kv.load() reloads the overlay) and put
