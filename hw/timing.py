@@ -48,9 +48,6 @@ TOPS = ("kv_engine_top", "kv_top")
 # sets the depth of the priority tree, which is pipelined (TREE_LEVELS_PER_STAGE compare
 # levels a stage at any size), so 8 rules keep every path of the reference configuration.
 ECP5_REFERENCE = dict(SYNTH_REFERENCE, ROWS=1024, RULES=8)
-# the designs placed and routed: the reference circuit, the engine, and the two halves of the
-# Ethernet front-end (kv_top joins them with the engine, so its own Fmax is at most the least
-# of these); the front-end modules at their defaults, the ones kv_top uses
 ECP5_DEVICE = ("--um5g-85k", "--package", "CABGA381")
 ECP5_DEVICE_NAME = "LFE5UM5G-85F-8BG381 (nextpnr --um5g-85k)"
 # the clock nextpnr is asked for (the report gives what it achieved): the same for every design
@@ -470,7 +467,9 @@ def ecp5_fmax(top: str, params: dict[str, object], workdir: Path, extra: dict[st
 
 
 def ecp5_designs(engine_params: dict[str, object], work: Path) -> dict[str, dict]:
-    """ECP5 results of the reference circuit, the engine and the front-end halves."""
+    """ECP5 results of the reference circuit, the engine and the two halves of the Ethernet
+    front-end, at their defaults (the values kv_top gives them). kv_top itself joins them with
+    the engine, so its Fmax is at most the least of these; placing it would repeat the engine."""
     designs = {"reference": (REFERENCE_TOP, {}), "engine": ("kv_engine_top", engine_params),
                "frontend_eth_if": ("kv_eth_if", {}), "frontend_mc_core": ("kv_mc_core", {})}
     return {key: ecp5_fmax(top, p, work / f"ecp5_{top}", {REFERENCE_TOP: REFERENCE_VERILOG})
@@ -520,11 +519,11 @@ def timing_report(out: Path, *, small: bool = False, ecp5: bool = True,
         "tops": list(tops),
         "xcup": {
             "tool": f"{_yosys_version()}: synth_xilinx -family xcup -uram -noiopad (hierarchical)",
-            "runtime_s": round(time.perf_counter() - t0, 1),
+            "runtime_s": round(xcup_s, 1),
             **{t: xcup[t] for t in tops},
             "reference_circuit": modules[REFERENCE_TOP],
         },
-        "modules": {m: e for m, e in modules.items() if m not in (REFERENCE_TOP,)},
+        "modules": {m: e for m, e in modules.items() if m != REFERENCE_TOP},
         "notes": [
             "lut_levels: longest path between registers/RAMs/ports in LUT levels (LUT and LUT-RAM/SRL "
             "read = 1, MUXF7/8/9 and CARRY = 0) of the netlist flattened from that module; "
@@ -534,7 +533,6 @@ def timing_report(out: Path, *, small: bool = False, ecp5: bool = True,
             "report; an UltraScale+ Fmax needs Vivado (docs/rtl.md)",
         ],
     }
-    report["xcup"]["runtime_s"] = round(xcup_s, 1)
     if ecp5:
         runs = ecp5_designs(ecp5_params, work)
         report.update({
