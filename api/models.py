@@ -182,7 +182,29 @@ class OccupancyPublic(BaseModel):
     load_factor: float
 
 
+class FrontendPublic(BaseModel):
+    """The RTL Ethernet front-end of kv_top (pynq_kv.Frontend): settings and counters."""
+
+    mac: str
+    ip: str
+    udp_port: int
+    data_w: int = Field(description="MAC stream width in bits (64: 10G, 512: 100G)")
+    counters: dict[str, int]
+
+
 class OverlayPublic(BaseModel):
+    kind: Optional[Literal["pynq", "xrt", "simulated"]] = Field(
+        description="what pynq_kv.load() opened; null when the appliance was given an engine "
+                    "directly instead")
+    source: Optional[str] = Field(
+        description='the bitstream or xclbin path, or "simulation (model)" / '
+                    '"simulation (Verilated kv_top)"')
+    board: Optional[str] = Field(description='the overlays/ board, "sim" for the simulated overlay')
+    manifest: Optional[dict[str, Any]] = Field(
+        description="the overlay's manifest (docs/overlay.md); the simulated overlay's clock is "
+                    "assumed")
+    frontend: Optional[FrontendPublic] = Field(
+        description="the RTL Ethernet front-end; null on the model, which has none")
     backend: str
     geometry: dict[str, int]
     value_kind: str
@@ -212,6 +234,14 @@ class RuleHits(BaseModel):
     hits: int
 
 
+class LatencyPublic(BaseModel):
+    count: int = Field(description="requests timed since the front-end started")
+    sum: float = Field(description="their total latency, seconds")
+    p50: Optional[float] = Field(description="median since start, seconds (bucket-interpolated); "
+                                             "null before any request")
+    p99: Optional[float] = Field(description="99th percentile since start, seconds; null before any request")
+
+
 class StatsPublic(BaseModel):
     backend: str
     uptime: float
@@ -222,6 +252,9 @@ class StatsPublic(BaseModel):
         description="(exact_hits + rule_hits) / lookups; null before any lookup")
     rules: list[RuleHits]
     frontends: dict[str, dict[str, Any]]
+    latency: dict[str, LatencyPublic] = Field(
+        description="each timing front-end's request latency since it started (/metrics has the "
+                    "histograms: pynq_kv_frontend_request_duration_seconds)")
 
 
 class Health(BaseModel):

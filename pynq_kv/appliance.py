@@ -4,7 +4,8 @@ Every front-end (Redis/RESP, memcached/UDP, the admin REST service) holds the `A
 a backend, and reaches the engine through `appliance.engine`. They all run on one asyncio event
 loop, so engine calls never interleave: no locks, and a REST write is ordered with RESP writes
 exactly as the loop runs them. Front-ends register a stats callable so INFO, /v1/stats and
-/metrics can show every front-end's counters side by side.
+/metrics can show every front-end's counters side by side, and may register the
+`LatencyRecorder` they time their requests with (/metrics shows them as one histogram).
 """
 
 from __future__ import annotations
@@ -13,29 +14,47 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from .engine import KVEngine
+from .latency import LatencyRecorder
 from .layout import FieldLayout
+from .overlay import KVOverlay
 
 StatsFn = Callable[[], dict[str, Any]]
+# What an appliance is built from: an engine, or an overlay opened by pynq_kv.load().
+EngineFactory = Callable[[], Union[KVEngine, KVOverlay]]
 
 
 class Appliance:
-    """The engine being served, how to rebuild it, and the front-ends' counters."""
+    """The engine being served, how to rebuild it, and the front-ends' counters.
 
-    def __init__(self, engine_factory: Callable[[], KVEngine], *,
+    engine_factory makes the engine: a KVEngine, or a KVOverlay from pynq_kv.load(), whose
+    engine is served and which `overlay` keeps (kind, source, board, manifest, front-end);
+    `overlay` is None for an engine made directly.
+    """
+
+    def __init__(self, engine_factory: EngineFactory, *,
                  layout: Optional[FieldLayout] = None,
                  state_path: Optional[Path] = None) -> None:
         self._factory = engine_factory
-        self.engine: KVEngine = engine_factory()
+        self.engine, self.overlay = self._make()
         self.layout = layout
         self.state_path = state_path
         self.started = time.time()
         self.reloads = 0
         self._frontends: dict[str, StatsFn] = {}
+        self._latencies: dict[str, LatencyRecorder] = {}
         if state_path is not None and Path(state_path).exists():
-            self.engine.restore(state_path)
+            try:
+                self.engine.restore(state_path)
+            except BaseException:  # a state file the engine refuses: close what was opened
+                self.engine.close()
+                raise
+
+    def _make(self) -> tuple[KVEngine, Optional[KVOverlay]]:
+        made = self._factory()
+        return (made.engine, made) if isinstance(made, KVOverlay) else (made, None)
 
     @property
     def backend(self) -> str:
@@ -45,18 +64,30 @@ class Appliance:
     def uptime(self) -> float:
         return time.time() - self.started
 
-    def register_frontend(self, name: str, stats: StatsFn) -> None:
-        """Make a front-end's counters part of stats(); name is e.g. "resp", "udp", "admin"."""
+    def register_frontend(self, name: str, stats: StatsFn,
+                          latency: Optional[LatencyRecorder] = None) -> None:
+        """Make a front-end's counters (and the recorder it times requests with, if it has one)
+        part of the appliance's stats; name is e.g. "resp", "udp", "admin"."""
         self._frontends[name] = stats
+        if latency is not None:
+            self._latencies[name] = latency
+        else:
+            self._latencies.pop(name, None)
 
     def unregister_frontend(self, name: str) -> None:
         self._frontends.pop(name, None)
+        self._latencies.pop(name, None)
 
     def frontend_stats(self) -> dict[str, dict[str, Any]]:
         return {name: stats() for name, stats in self._frontends.items()}
 
+    def frontend_latencies(self) -> dict[str, LatencyRecorder]:
+        """The registered front-ends' latency recorders, by front-end name."""
+        return dict(self._latencies)
+
     def reload(self) -> int:
-        """Rebuild the engine (a board reloads its overlay) and put every entry and rule back.
+        """Rebuild the engine (through the factory: pynq_kv.load() reloads the overlay) and put
+        every entry and rule back.
 
         The host copy is taken before the old engine closes; if the new engine cannot be made
         or refuses the copy, the old one stays in service. Returns the entries restored.
@@ -65,7 +96,7 @@ class Appliance:
         os.close(fd)
         try:
             self.engine.dump(tmp)
-            fresh = self._factory()
+            fresh, overlay = self._make()
             try:
                 restored = fresh.restore(tmp)
             except BaseException:
@@ -73,7 +104,7 @@ class Appliance:
                 raise
         finally:
             os.unlink(tmp)
-        old, self.engine = self.engine, fresh
+        old, self.engine, self.overlay = self.engine, fresh, overlay
         old.close()
         self.reloads += 1
         return restored

@@ -21,6 +21,7 @@ from typing import Any
 from . import regmap as rm
 from . import sim
 from .engine import KVEngine
+from .frontend import Frontend
 from .geometry import Geometry
 from .mailbox import MailboxBackend
 from .net.eth import FrameError, UdpDatagram, build_udp_frame, parse_frame
@@ -101,13 +102,8 @@ class VirtualBoard:
         return replies
 
     def counters(self) -> dict[str, int]:
-        """The front-end counters (docs/registers.md FE_COUNTER), read atomically LO then HI."""
-        out = {}
-        for index, name in enumerate(rm.FE_COUNTER_NAMES):
-            lo = self.device.read32(rm.REG_FE_COUNTER + 8 * index)
-            hi = self.device.read32(rm.REG_FE_COUNTER + 8 * index + 4)
-            out[name] = hi << 32 | lo
-        return out
+        """The front-end counters (docs/registers.md FE_COUNTER), read through its registers."""
+        return Frontend(self.device).counters()
 
     def close(self) -> None:
         self.device.close()

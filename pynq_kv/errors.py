@@ -53,3 +53,28 @@ class CommandError(KVError):
 
 class SnapshotError(KVError):
     """A dump file that cannot be read or does not describe a consistent table."""
+
+
+# -- loading an overlay (pynq_kv.load, docs/overlay.md): raised before anything is loaded, or
+# after closing whatever was opened, and each names the file and what to do.
+
+
+class OverlayError(KVError):
+    """An overlay that cannot be loaded."""
+
+
+class UnknownBoard(OverlayError, ValueError):
+    """A board name with no overlays/<board>/manifest.json (the message lists the boards)."""
+
+
+class OverlayNotBuilt(OverlayError):
+    """The bitstream, .hwh or .xclbin of a board is missing (build it with make -C hw overlay)."""
+
+
+class ManifestError(OverlayError):
+    """A manifest that cannot be read, or that disagrees with this package or the hardware
+    (part, platform, register-map version, geometry)."""
+
+
+class DriverUnavailable(OverlayError):
+    """The board's driver stack (pynq, XRT's pyxrt) is missing or cannot reach the registers."""

@@ -22,9 +22,9 @@ exists only where it is constructed; `simulated_active_device()` makes one the
 
 Driver discovery from an installed pynq-kv: `Overlay` imports every module registered under the
 `pynq.lib` entry-point group before it binds drivers (pynq/overlay.py `_register_drivers`), so
-pynq-kv registers this module there (setup.py: `"pynq.lib": ["pynq_kv = pynq_kv.pynq_driver"]`).
+pynq-kv registers this module there (pyproject.toml, `[project.entry-points."pynq.lib"]`).
 
-Needs `pynq` (extra `pynq-kv[pynq]`, pynq==4.0.0). Importing this module never probes a
+Needs `pynq` (extra `pynq-kv[pynq]`; the tests run pynq 4.0.0). Importing this module never probes a
 platform: it does not call `pynqutils.get_platform()` and does not touch `Device.devices`.
 """
 
@@ -52,7 +52,7 @@ try:
         from pynq.overlay import UnsupportedConfiguration, _assign_drivers, _IPMap
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "pynq_kv.pynq_driver needs PYNQ: pip install 'pynq-kv[pynq]' (pynq==4.0.0)"
+        "pynq_kv.pynq_driver needs PYNQ: pip install 'pynq-kv[pynq]'"
     ) from exc
 
 __all__ = [

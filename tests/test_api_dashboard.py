@@ -156,3 +156,34 @@ def test_docs_page_renders_without_a_cdn(served, tmp_path):
     assert 'class="swagger-ui' in dom and "pynq-kv admin" in dom, (
         f"Swagger UI did not render:\n{dom[:2000]}\n{result.stderr[-2000:]}")
     assert "/v1/entries/{key}" in dom  # an operation rendered from /openapi.json
+
+
+def test_latency_figures_and_labelled_histograms(served, tmp_path):
+    """Latency text keeps three figures in the unit that fits; /metrics' histogram is split by
+    its frontend label, each front-end's buckets in order of their bounds."""
+    url, _ = served
+    text = "\n".join([
+        "# TYPE pynq_kv_frontend_request_duration_seconds histogram",
+        'pynq_kv_frontend_request_duration_seconds_bucket{frontend="resp",le="1e-05"} 2.0',
+        'pynq_kv_frontend_request_duration_seconds_bucket{frontend="resp",le="+Inf"} 5.0',
+        'pynq_kv_frontend_request_duration_seconds_count{frontend="resp"} 5.0',
+        'pynq_kv_frontend_request_duration_seconds_sum{frontend="resp"} 0.25',
+        'pynq_kv_frontend_request_duration_seconds_bucket{frontend="udp",le="0.001"} 1.0',
+        'pynq_kv_frontend_request_duration_seconds_bucket{frontend="udp",le="+Inf"} 1.0',
+        'pynq_kv_frontend_request_duration_seconds_count{frontend="udp"} 1.0',
+        'pynq_kv_frontend_request_duration_seconds_sum{frontend="udp"} 0.0004',
+        'pynq_kv_frontend_request_duration_seconds_created{frontend="udp"} 1.7e9',
+    ])
+    with Browser(tmp_path / "profile") as browser:
+        browser.goto(url)
+        texts = browser.evaluate(
+            "[0, 8.5e-6, 8.53e-5, 1.25e-3, 0.12, 2.5, null].map(latencyText)")
+        parsed = browser.evaluate(
+            f"(() => {{ const h = parseLatency({json.dumps(text)});"
+            " for (const v of Object.values(h)) v.buckets = v.buckets.map(([le, n]) => [String(le), n]);"
+            " return h; })()")
+    assert texts == ["0 µs", "8.5 µs", "85.3 µs", "1.25 ms", "120 ms", "2.5 s", "–"]
+    assert parsed == {
+        "resp": {"buckets": [["0.00001", 2], ["Infinity", 5]], "count": 5, "sum": 0.25},
+        "udp": {"buckets": [["0.001", 1], ["Infinity", 1]], "count": 1, "sum": 0.0004},
+    }

@@ -7,6 +7,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from api_support import LAYOUT, client_for, small_appliance
+from pynq_kv.latency import BUCKETS, LatencyRecorder
 
 
 @pytest.fixture
@@ -88,11 +89,40 @@ def test_metrics_time_the_admin_requests():
             client.get("/healthz")
         first = scrape(client)
         second = scrape(client)
-    name = "pynq_kv_admin_request_duration_seconds"
-    assert first[(f"{name}_count", ())] == 3  # the scrape itself ends after it is read
-    assert second[(f"{name}_count", ())] == 4
-    assert 0 < first[(f"{name}_sum", ())] < 3 * 10
-    buckets = sorted((float(labels[0][1]), value) for (sample, labels), value in second.items()
-                     if sample == f"{name}_bucket")
+    name = "pynq_kv_frontend_request_duration_seconds"
+    admin = (("frontend", "admin"),)
+    assert first[(f"{name}_count", admin)] == 3  # the scrape itself ends after it is read
+    assert second[(f"{name}_count", admin)] == 4
+    assert 0 < first[(f"{name}_sum", admin)] < 3 * 10
+    buckets = sorted((float(dict(labels)["le"]), value) for (sample, labels), value in second.items()
+                     if sample == f"{name}_bucket" and dict(labels)["frontend"] == "admin")
+    assert [le for le, _ in buckets] == [*BUCKETS, float("inf")]
     assert buckets[-1] == (float("inf"), 4)
     assert [count for _, count in buckets] == sorted(count for _, count in buckets)  # cumulative
+
+
+def test_every_front_ends_latency_in_stats_and_metrics():
+    """A front-end's registered recorder shows in /v1/stats (quantiles since start) and in
+    /metrics as its own labelled histogram, beside the admin service's."""
+    appliance = small_appliance()
+    recorder = LatencyRecorder()
+    recorder.observe(0.00002, 90)  # (1e-05, 2.5e-05]
+    recorder.observe(0.003, 10)    # (0.0025, 0.005]
+    appliance.register_frontend("resp", lambda: {"commands": 100}, recorder)
+    with client_for(appliance) as client:
+        latency = client.get("/v1/stats").json()["latency"]
+        m = scrape(client)
+    assert set(latency) == {"admin", "resp"}
+    assert latency["resp"]["count"] == 100
+    assert latency["resp"]["sum"] == pytest.approx(90 * 0.00002 + 10 * 0.003)
+    assert latency["resp"]["p50"] == pytest.approx(0.00001 + 0.000015 * 50 / 90)
+    assert latency["resp"]["p99"] == pytest.approx(0.0025 + 0.0025 * 9 / 10)
+    assert latency["admin"]["count"] == 0 and latency["admin"]["p99"] is None  # not done yet
+    name = "pynq_kv_frontend_request_duration_seconds"
+    resp = {float(dict(labels)["le"]): value for (sample, labels), value in m.items()
+            if sample == f"{name}_bucket" and dict(labels)["frontend"] == "resp"}
+    assert resp[0.00001] == 0 and resp[0.000025] == 90 and resp[0.0025] == 90 and resp[0.005] == 100
+    assert m[(f"{name}_count", (("frontend", "resp"),))] == 100
+    assert m[(f"{name}_count", (("frontend", "admin"),))] == 1  # the /v1/stats request
+    appliance.unregister_frontend("resp")
+    assert "resp" not in appliance.frontend_latencies()

@@ -42,7 +42,7 @@ def test_the_model_is_imported_when_first_used():
 
 def test_names_come_from_the_registry():
     assert {"model", "rtl"} <= set(available_backends())
-    assert not {"pynq", "xrt"} & set(available_backends())  # nothing registers them yet
+    assert not {"pynq", "xrt"} & set(available_backends())  # boards: load()'s, not KVEngine's
     with pytest.raises(KVError, match="available: .*model"):
         KVEngine(backend="pynq")
 
@@ -60,16 +60,16 @@ def test_register_a_factory_or_a_lazy_name(monkeypatch):
 
 def test_serve_settings_refuse_an_unregistered_backend():
     with pytest.raises(ConfigError, match="model.*rtl"):
-        build_config({"backend": "xrt"}, {})
+        build_config({"backend": "fpga"}, {})
 
 
-@pytest.mark.parametrize("how", [["--backend", "pynq"], []])
+@pytest.mark.parametrize("how", [["--backend", "fpga"], []])
 def test_cli_refuses_an_unknown_backend_at_option_parsing(tmp_path, how):
     env = {"PYNQ_KV_STATE": str(tmp_path / "state.npz"), "PATH": "/usr/bin:/bin",
-           **({} if how else {"PYNQ_KV_BACKEND": "pynq"})}
+           **({} if how else {"PYNQ_KV_BACKEND": "fpga"})}
     result = subprocess.run([sys.executable, "-m", "pynq_kv", *how, "serve", "--disable", "udp"],
                             capture_output=True, text=True, timeout=60, env=env)
     assert result.returncode == 2, result.stderr  # click's usage error: nothing was started
-    assert "--backend" in result.stderr and "'pynq' is not an available backend" in result.stderr
+    assert "--backend" in result.stderr and "'fpga' is not an available backend" in result.stderr
     assert "model" in result.stderr and "rtl" in result.stderr
     assert not (tmp_path / "state.npz").exists()

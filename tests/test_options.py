@@ -42,7 +42,8 @@ def test_mismatches_name_what_differs():
 
 
 def test_serve_settings_describe_the_same_engine():
-    config = ServeConfig(geometry={"rows": 128}, value_kind="int", layout="dst_port:port")
+    config = ServeConfig(backend="model", geometry={"rows": 128}, value_kind="int",
+                         layout="dst_port:port")
     options = config.engine_options()
     assert options == EngineOptions("model", {"rows": 128}, "int", "dst_port:port")
     assert config.make_geometry() == options.make_geometry()

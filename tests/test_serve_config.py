@@ -22,7 +22,7 @@ def test_defaults_are_loopback_and_documented_ports(monkeypatch: pytest.MonkeyPa
     config = build_config({}, {})
     assert (config.bind, config.resp_port, config.udp_port, config.admin_port) == (
         "127.0.0.1", 6380, 11211, 8080)
-    assert config.backend == "model" and config.state is None
+    assert config.backend == "auto" and config.board is None and config.state is None
     assert all(config.enabled(f) for f in ("resp", "udp", "admin"))
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                     HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from pynq_kv.appliance import Appliance
+from pynq_kv.latency import LatencyRecorder
 
-from ..deps import ApplianceDep
+from ..deps import ApplianceDep, LatenciesDep
 
 router = APIRouter(tags=["metrics"])
 
@@ -46,11 +49,17 @@ def _flatten(stats: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, flo
                 yield re.sub(r"[^a-zA-Z0-9_]", "_", name), float(number)
 
 
-class ApplianceCollector(Collector):
-    """Reads the appliance's engine and front-ends each time Prometheus scrapes."""
+LATENCY_HELP = ("front-end requests, server side: arrival at the event loop to the reply handed to "
+                "the kernel (resp: per command, udp: per datagram, admin: per HTTP request)")
 
-    def __init__(self, appliance: Appliance) -> None:
+
+class ApplianceCollector(Collector):
+    """Reads the appliance's engine, front-ends and their latency recorders each time
+    Prometheus scrapes."""
+
+    def __init__(self, appliance: Appliance, latencies: dict[str, LatencyRecorder]) -> None:
         self.appliance = appliance
+        self.latencies = latencies
 
     def collect(self) -> Iterator[Metric]:
         engine = self.appliance.engine
@@ -83,15 +92,21 @@ class ApplianceCollector(Collector):
                         f"{PREFIX}frontend_{name}", f"front-end counter {name}", labels=["frontend"])
                 family.add_metric([frontend], value)
         yield from families.values()
+        latency = HistogramMetricFamily(PREFIX + "frontend_request_duration_seconds", LATENCY_HELP,
+                                        labels=["frontend"])
+        for frontend, recorder in self.latencies.items():
+            latency.add_metric([frontend],
+                               [(floatToGoString(le), count) for le, count in recorder.cumulative()],
+                               recorder.sum)
+        yield latency
 
 
 @router.get("/metrics", response_class=Response,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                              "description": "Prometheus text exposition format"}})
-async def metrics(appliance: ApplianceDep, request: Request) -> Response:
+async def metrics(appliance: ApplianceDep, latencies: LatenciesDep) -> Response:
     """Engine counters (pynq_kv_*_total), occupancy, per-rule hits, front-end counters and the
-    admin service's request latency histogram."""
+    front-ends' request latency histograms."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ApplianceCollector(appliance))
-    registry.register(request.app.state.latency)
+    registry.register(ApplianceCollector(appliance, latencies))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

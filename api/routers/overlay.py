@@ -1,4 +1,5 @@
-"""/v1/overlay: what is loaded (backend, geometry, layout) and reloading it."""
+"""/v1/overlay: what is loaded (the overlay: kind, source, board, manifest, front-end; the
+engine: backend, geometry, layout) and reloading it."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ router = APIRouter(prefix="/v1/overlay", tags=["overlay"])
 
 @router.get("", response_model=OverlayPublic)
 async def overlay(appliance: ApplianceDep, request: Request) -> OverlayPublic:
-    """Backend, geometry, encodings, occupancy, field layout and the serve settings."""
+    """The overlay pynq_kv.load() opened (kind, source, board, manifest, front-end), the
+    engine's backend, geometry, encodings, occupancy, field layout and the serve settings."""
     info = appliance.engine.info()
     info.pop("counters")  # /v1/stats has them
+    loaded = (appliance.overlay.info() if appliance.overlay is not None else
+              dict.fromkeys(("kind", "source", "board", "manifest", "frontend")))
     return OverlayPublic(
-        **info,
+        **info, **loaded,
         layout=appliance.layout.to_dict() if appliance.layout else None,
         state_path=str(appliance.state_path) if appliance.state_path else None,
         uptime=appliance.uptime, reloads=appliance.reloads, config=request.app.state.config)
@@ -29,7 +33,8 @@ async def overlay(appliance: ApplianceDep, request: Request) -> OverlayPublic:
              responses={**UNAUTHORIZED,
                         503: {"model": Message, "description": "Reload failed; the old engine serves on"}})
 async def reload(appliance: ApplianceDep) -> ReloadResult:
-    """Rebuild the engine (a board reloads its overlay) and put every entry and rule back.
+    """Re-open the overlay through pynq_kv.load() (a board loads its bitstream again) and put
+    every entry and rule back.
 
     Counters start again from zero. If the new engine cannot be made or refuses the tables, the
     old engine stays in service and the answer is 503.

@@ -6,8 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from ..deps import ApplianceDep
-from ..models import OccupancyPublic, RuleHits, StatsPublic
+from ..deps import ApplianceDep, LatenciesDep
+from ..models import LatencyPublic, OccupancyPublic, RuleHits, StatsPublic
 
 router = APIRouter(prefix="/v1/stats", tags=["stats"])
 
@@ -26,8 +26,9 @@ def _plain(value: Any) -> Any:
 
 
 @router.get("", response_model=StatsPublic)
-async def stats(appliance: ApplianceDep) -> StatsPublic:
-    """Counters as the engine keeps them (docs/engine.md §6); the dashboard polls this."""
+async def stats(appliance: ApplianceDep, latencies: LatenciesDep) -> StatsPublic:
+    """Counters as the engine keeps them (docs/engine.md §6) and the front-ends' latency
+    quantiles since start; the dashboard polls this."""
     engine = appliance.engine
     counters = engine.stats()
     hits = counters.pop("rule_hits_by_id")
@@ -41,4 +42,7 @@ async def stats(appliance: ApplianceDep) -> StatsPublic:
         hit_rate=(counters["exact_hits"] + counters["rule_hits"]) / lookups if lookups else None,
         rules=[RuleHits(id=rule_id, name=rule.name, priority=rule.priority, hits=hits.get(rule_id, 0))
                for rule_id, rule in sorted(rules.items())],
-        frontends=_plain(appliance.frontend_stats()))
+        frontends=_plain(appliance.frontend_stats()),
+        latency={name: LatencyPublic(count=rec.count, sum=rec.sum, p50=rec.quantile(0.5),
+                                     p99=rec.quantile(0.99))
+                 for name, rec in latencies.items()})

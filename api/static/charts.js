@@ -32,9 +32,11 @@ function shortNumber(value) {
 
 // Draw series over time into svg and their latest values into legend.
 //   times: sample times in seconds (ascending); windowSeconds: how much of the past to show
-//   series: [{name, color, values}] with values[i] at times[i] (null: no figure, a gap)
+//   series: [{name, color, values, dashed}] with values[i] at times[i] (null: no figure, a gap);
+//           a dashed series is drawn as a dashed line with no area
 //   options: stacked (areas on top of each other), yMax (fixed axis top), format (legend text),
-//            tickFormat (axis text, default format)
+//            tickFormat (axis text, default format), logScale (a decade axis from the smallest
+//            positive figure to the largest: for figures spanning orders of magnitude)
 function drawTimeSeries(svg, legend, times, series, windowSeconds, options = {}) {
   const format = options.format ?? shortNumber;
   const tickFormat = options.tickFormat ?? format;
@@ -52,13 +54,25 @@ function drawTimeSeries(svg, legend, times, series, windowSeconds, options = {})
     if (options.stacked) high.forEach((v, i) => { if (v !== null) base[i] = v; });
     return { ...s, low: options.stacked ? low : times.map(() => 0), high };
   });
-  const peak = Math.max(0, ...bands.flatMap((b) => b.high.filter((v) => v !== null)));
-  const yTop = options.yMax ?? 4 * niceCeiling(peak / 4); // four round steps up the axis
-  const y = (v) => top + (height - top - bottom) * (1 - Math.min(v, yTop) / yTop);
+  const plotted = bands.flatMap((b) => b.high.filter((v) => v !== null));
+  const peak = Math.max(0, ...plotted);
+  let y, ticks;
+  if (options.logScale) { // decades: 10^low at the bottom (zero sits there too), 10^high on top
+    const positive = plotted.filter((v) => v > 0);
+    const high = Math.ceil(Math.log10(positive.length ? peak : 1));
+    const low = Math.min(high - 1, Math.floor(Math.log10(positive.length ? Math.min(...positive) : 0.1)));
+    const level = (v) => (Math.log10(Math.max(v, 10 ** low)) - low) / (high - low);
+    y = (v) => top + (height - top - bottom) * (1 - Math.min(level(v), 1));
+    ticks = Array.from({ length: high - low + 1 }, (_, k) => 10 ** (low + k));
+  } else {
+    const yTop = options.yMax ?? 4 * niceCeiling(peak / 4); // four round steps up the axis
+    y = (v) => top + (height - top - bottom) * (1 - Math.min(v, yTop) / yTop);
+    ticks = [0, 1, 2, 3, 4].map((k) => (yTop * k) / 4);
+  }
 
   const parts = [];
-  for (let tick = 0; tick <= 4; tick++) {
-    const value = (yTop * tick) / 4, level = y(value);
+  for (const [tick, value] of ticks.entries()) {
+    const level = y(value);
     parts.push(svgElement("line", { x1: left, x2: width - right, y1: level, y2: level,
                                     class: tick ? "grid" : "axis" }));
     const label = svgElement("text", { x: left - 6, y: level + 4, class: "tick", "text-anchor": "end" });
@@ -89,10 +103,13 @@ function drawTimeSeries(svg, legend, times, series, windowSeconds, options = {})
     };
     band.high.forEach((v, i) => { if (v === null || now - times[i] > windowSeconds) flush(); else run.push(i); });
     flush();
-    parts.push(svgElement("path", { d: area || "M0,0", fill: band.color, class: "area",
-                                    "fill-opacity": options.stacked ? 0.55 : 0.12 }));
+    if (!band.dashed) {
+      parts.push(svgElement("path", { d: area || "M0,0", fill: band.color, class: "area",
+                                      "fill-opacity": options.stacked ? 0.55 : 0.12 }));
+    }
     const path = svgElement("path", { d: line || "M0,0", stroke: band.color, class: "line",
                                       "data-series": band.name, "data-points": points });
+    if (band.dashed) path.setAttribute("stroke-dasharray", "5 4");
     parts.push(path);
   }
   const cursor = svgElement("line", { y1: top, y2: height - bottom, class: "cursor", visibility: "hidden" });
@@ -105,6 +122,7 @@ function drawTimeSeries(svg, legend, times, series, windowSeconds, options = {})
     item.className = "item";
     const swatch = document.createElement("i");
     swatch.style.background = s.color;
+    if (s.dashed) swatch.className = "dashed";
     const name = document.createElement("span");
     name.className = "label";
     name.textContent = s.name;

@@ -10,7 +10,8 @@ const MIN_WINDOW_SECONDS = 30;    // a young appliance's charts still span this 
 const LATENCY_SMOOTHING = 5;      // latency quantiles over this many poll intervals
 const RULE_ROWS = 8;              // the busiest rules listed
 const RULE_SERIES = 5;            // the busiest rules get a hits/s line
-const LATENCY_METRIC = "pynq_kv_admin_request_duration_seconds";
+const LATENCY_METRIC = "pynq_kv_frontend_request_duration_seconds";
+const LATENCY_ORDER = ["resp", "udp", "admin"]; // the latency legend's order; others follow
 const COLORS = ["#4ea1ff", "#f2b84b", "#b18cff", "#46c7d6", "#ef6b73", "#3ecf8e", "#e37ad6"];
 const FRONTEND_COLORS = { resp: COLORS[0], udp: COLORS[1], admin: COLORS[2] };
 // The counter(s) of each front-end that count requests; others use the first of FALLBACK found.
@@ -23,7 +24,7 @@ const FALLBACK_REQUEST_COUNTERS = [["requests"], ["total_commands_processed"], [
 // /v1/overlay fields shown elsewhere on the page or changing every second
 const OVERLAY_SKIP = new Set(["occupancy", "uptime", "config"]);
 
-let samples = [];   // {t, reloads, stats, latency} oldest first
+let samples = [];   // {t, reloads, stats, latency: {frontend: histogram}} oldest first
 let overlayReloads = null;
 let polls = 0;
 let paused = false;
@@ -45,11 +46,11 @@ function percent(fraction) {
   return fraction === null || fraction === undefined ? "–" : (100 * fraction).toFixed(1) + " %";
 }
 
-function milliseconds(seconds) {
+// Three significant figures at most: 0 µs, 8.5 µs, 85.3 µs, 1.25 ms, 120 ms, 2.5 s.
+function latencyText(seconds) {
   if (seconds === null || seconds === undefined) return "–";
-  const ms = seconds * 1000;
-  if (ms === 0) return "0 ms";
-  return (ms >= 100 ? ms.toFixed(0) : ms >= 10 ? ms.toFixed(1) : ms.toFixed(2)) + " ms";
+  const [value, unit] = seconds >= 1 ? [seconds, "s"] : seconds >= 1e-3 ? [seconds * 1e3, "ms"] : [seconds * 1e6, "µs"];
+  return String(parseFloat(value.toFixed(value >= 100 ? 0 : value >= 10 ? 1 : 2))) + " " + unit;
 }
 
 function duration(seconds) {
@@ -75,21 +76,24 @@ async function fetchText(path) {
   return response.text();
 }
 
-// The admin latency histogram from Prometheus text: cumulative [[le, count]], count and sum.
+// The front-ends' latency histograms from Prometheus text, by their frontend label:
+// {name: {buckets: cumulative [[le, count]], count, sum}}.
 function parseLatency(text) {
-  const buckets = [];
-  let count = 0, sum = 0;
+  const histograms = {};
   for (const line of text.split("\n")) {
     if (!line.startsWith(LATENCY_METRIC)) continue;
-    const [name, value] = line.split(/\s+/);
-    if (name.startsWith(LATENCY_METRIC + "_bucket")) {
-      const le = name.match(/le="([^"]+)"/)[1];
-      buckets.push([le === "+Inf" ? Infinity : Number(le), Number(value)]);
-    } else if (name === LATENCY_METRIC + "_count") count = Number(value);
-    else if (name === LATENCY_METRIC + "_sum") sum = Number(value);
+    const [, suffix, labels, value] = line.match(/^\w+?(_bucket|_count|_sum)\{([^}]*)\}\s+(\S+)/) ?? [];
+    const frontend = labels?.match(/frontend="([^"]*)"/)?.[1];
+    if (frontend === undefined) continue;
+    const h = (histograms[frontend] ??= { buckets: [], count: 0, sum: 0 });
+    if (suffix === "_bucket") {
+      const le = labels.match(/le="([^"]+)"/)[1];
+      h.buckets.push([le === "+Inf" ? Infinity : Number(le), Number(value)]);
+    } else if (suffix === "_count") h.count = Number(value);
+    else h.sum = Number(value);
   }
-  buckets.sort((a, b) => a[0] - b[0]);
-  return { buckets, count, sum };
+  for (const h of Object.values(histograms)) h.buckets.sort((a, b) => a[0] - b[0]);
+  return histograms;
 }
 
 // -- derived series -------------------------------------------------------------------------------
@@ -139,10 +143,19 @@ function quantile(q, before, after) {
   return lowerBound;
 }
 
-function latencySeries(q) {
-  return samples.map((s, i) => (i === 0 ? null
-    : quantile(q, samples[Math.max(0, i - LATENCY_SMOOTHING)].latency, s.latency)));
+// The q-quantile of one front-end's requests over the last LATENCY_SMOOTHING polls, per sample;
+// a front-end that appeared meanwhile counts from zero.
+function latencySeries(frontend, q) {
+  return samples.map((s, i) => {
+    const after = s.latency[frontend];
+    if (i === 0 || !after) return null;
+    const before = samples[Math.max(0, i - LATENCY_SMOOTHING)].latency[frontend]
+      ?? { buckets: after.buckets.map(([le]) => [le, 0]), count: 0, sum: 0 };
+    return quantile(q, before, after);
+  });
 }
+
+const latencyRank = (name) => (LATENCY_ORDER.includes(name) ? LATENCY_ORDER.indexOf(name) : LATENCY_ORDER.length);
 
 const last = (values) => [...values].reverse().find((v) => v !== null && v !== undefined) ?? null;
 
@@ -297,12 +310,13 @@ function render() {
     { name: "entries", color: "#46c7d6", values: samples.map((s) => s.stats.occupancy.used) },
   ], { yMax: stats.occupancy.capacity, format: format,
         tickFormat: (v) => `${Math.round((100 * v) / stats.occupancy.capacity)} %` });
-  const p50 = latencySeries(0.5), p90 = latencySeries(0.9), p99 = latencySeries(0.99);
-  chart("chart-latency", [
-    { name: "p50", color: "#3ecf8e", values: p50 },
-    { name: "p90", color: "#f2b84b", values: p90 },
-    { name: "p99", color: "#ef6b73", values: p99 },
-  ], { format: milliseconds });
+  const timed = Object.keys(current.latency).sort((a, b) => latencyRank(a) - latencyRank(b) || a.localeCompare(b));
+  const latency = Object.fromEntries(timed.map((name) => [name, { p50: latencySeries(name, 0.5),
+                                                                   p99: latencySeries(name, 0.99) }]));
+  chart("chart-latency", timed.flatMap((name) => [
+    { name: `${name} p99`, color: frontendColor(name, names), values: latency[name].p99 },
+    { name: `${name} p50`, color: frontendColor(name, names), values: latency[name].p50, dashed: true },
+  ]), { format: latencyText, logScale: true });
 
   const latestRates = perFrontend.map((s) => [s.name, last(s.values)]);
   $("tile-requests").textContent = format(Math.round(latestRates.reduce((sum, [, r]) => sum + (r ?? 0), 0)));
@@ -315,8 +329,10 @@ function render() {
   $("tile-occupancy-sub").textContent = `${format(stats.occupancy.used)} of ${format(stats.occupancy.capacity)} slots`;
   $("tile-rule-hits").textContent = format(c.rule_hits);
   $("tile-rule-hits-sub").textContent = `${shortNumber(last(outcome("rule_hits")) ?? 0)}/s · ${stats.rules.length} rules`;
-  $("tile-latency").textContent = milliseconds(last(p99));
-  $("tile-latency-sub").textContent = `p50 ${milliseconds(last(p50))} · last ${LATENCY_SMOOTHING} s`;
+  const resp = latency.resp;
+  $("tile-latency").textContent = latencyText(resp ? last(resp.p99) : null);
+  $("tile-latency-sub").textContent = [`p50 ${latencyText(resp ? last(resp.p50) : null)}`,
+    ...timed.filter((name) => name !== "resp").map((name) => `${name} p99 ${latencyText(last(latency[name].p99))}`)].join(" · ");
 
   keyValueRows($("counters"), Object.entries(c), "counter-");
   showRules(stats.rules);

@@ -34,6 +34,11 @@ REGMAP_JSON = HW_DIR / "regmap" / "kv_regs.json"
 DRIVER_PY = REPO_DIR / "pynq_kv" / "pynq_driver.py"
 BUILD_ROOT = HW_DIR / "build" / "vivado"
 
+# Run as a script (make -C hw overlay) without pynq-kv installed, the package comes from this checkout.
+sys.path.append(str(REPO_DIR))
+from pynq_kv import manifest as manifests  # noqa: E402
+from pynq_kv.errors import OverlayError  # noqa: E402
+
 # Verilog sized literal in a manifest (parameters wider than 32 bits): 64'h70796E712D6B7631
 _SIZED_RE = re.compile(r"^(\d+)'[hH]([0-9a-fA-F_]+)$")
 
@@ -44,24 +49,18 @@ class FlowError(Exception):
 
 def boards() -> list[str]:
     """Boards with a manifest under overlays/ (the list `make -C hw overlay` accepts)."""
-    return sorted(p.parent.name for p in OVERLAYS_DIR.glob("*/manifest.json"))
+    return manifests.boards(OVERLAYS_DIR)
 
 
 def load_manifest(board: str) -> dict:
-    """overlays/<board>/manifest.json, or a FlowError naming the boards there are."""
-    path = OVERLAYS_DIR / board / "manifest.json"
+    """overlays/<board>/manifest.json, read and checked by pynq_kv.manifest (the one reader,
+    shared with pynq_kv.load()); a FlowError naming the boards there are."""
     if not board:
         raise FlowError(f"no board given: BOARD=<board> with one of {', '.join(boards())}")
-    if not path.is_file():
-        raise FlowError(f"unknown board {board!r}: known boards are {', '.join(boards())} "
-                        f"(each is a directory overlays/<board>/ with a manifest.json)")
-    manifest = json.loads(path.read_text())
-    if manifest.get("board") != board:
-        raise FlowError(f"{path}: 'board' is {manifest.get('board')!r}, expected {board!r}")
-    overlap = set(manifest["geometry"]) & set(manifest["parameters"])
-    if overlap:
-        raise FlowError(f"{path}: {sorted(overlap)} both in 'geometry' and 'parameters'")
-    return manifest
+    try:
+        return manifests.load_manifest(board, OVERLAYS_DIR)
+    except OverlayError as exc:
+        raise FlowError(str(exc)) from None
 
 
 def driver_vlnv() -> str:

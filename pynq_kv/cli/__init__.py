@@ -12,23 +12,28 @@ from typing import Optional
 
 import click
 
-from ..backend import available_backends
 from ..geometry import KEY_WIDTHS
 from ..keys import VALUE_KINDS
+from ..overlay import AUTO, BOARD_ENV, backends
 from . import data, demo, files, info, rules, serve
 from .common import Config, Group, default_state_path
 
 
 def _check_backend(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """--backend names a registered backend: a usage error listing them, before anything runs."""
-    if value not in available_backends():
+    """--backend names one load() accepts: a usage error listing them, before anything runs."""
+    if value not in backends():
         raise click.BadParameter(
-            f"{value!r} is not an available backend; available: {', '.join(available_backends())}")
+            f"{value!r} is not an available backend; available: {', '.join(backends())}")
     return value
 
 
 _HELP = """\
-Manage a pynq-kv key-value + wildcard lookup engine on the simulated overlay.
+Manage a pynq-kv key-value + wildcard lookup engine.
+
+\b
+The engine is opened through pynq_kv.load(): a PYNQ board (pynq and a
+programmable PL here), else an Alveo card (XRT's pyxrt importable), else the
+simulated overlay (the model); --backend and --board choose instead.
 
 \b
 The tables live in a snapshot file (--state, env PYNQ_KV_STATE, default
@@ -58,10 +63,13 @@ Exit status: 0 ok, 1 error (engine or file error: "error: ..." on stderr),
               default=None, metavar="PATH",
               help="Snapshot file holding the tables [env PYNQ_KV_STATE; "
                    "default ~/.local/share/pynq-kv/state.npz].")
-@click.option("--backend", default="model", show_default=True, envvar="PYNQ_KV_BACKEND",
+@click.option("--backend", default=AUTO, show_default=True, envvar="PYNQ_KV_BACKEND",
               callback=_check_backend, metavar="NAME",
-              help=f"Engine backend, one of {', '.join(available_backends())} "
-                   "('model' = the simulated overlay) [env PYNQ_KV_BACKEND].")
+              help=f"One of {', '.join(backends())}: auto finds the overlay, pynq and xrt are "
+                   "boards, model and rtl the simulated overlay [env PYNQ_KV_BACKEND].")
+@click.option("--board", default=None, envvar=BOARD_ENV, metavar="BOARD",
+              help="The board whose overlay to load: a folder of overlays/ with a manifest.json "
+                   f"[env {BOARD_ENV}; default: found from the host].")
 @click.option("--key-width", type=click.Choice([str(w) for w in KEY_WIDTHS]), default=None,
               help="Key width in bits (new state; default 288).")
 @click.option("--value-width", type=int, default=None,
@@ -82,7 +90,8 @@ Exit status: 0 ok, 1 error (engine or file error: "error: ..." on stderr),
               help="Keys are integers (raw keys) instead of text [env PYNQ_KV_INT_KEYS].")
 @click.version_option(package_name="pynq-kv", prog_name="pynq-kv", message="%(prog)s %(version)s")
 @click.pass_context
-def cli(ctx: click.Context, state: Optional[Path], backend: str, key_width: Optional[str],
+def cli(ctx: click.Context, state: Optional[Path], backend: str, board: Optional[str],
+        key_width: Optional[str],
         value_width: Optional[int], ways: Optional[int], rows: Optional[int],
         stash: Optional[int], rule_entries: Optional[int], prio_width: Optional[int],
         value_kind: Optional[str], int_keys: bool) -> None:
@@ -101,6 +110,7 @@ def cli(ctx: click.Context, state: Optional[Path], backend: str, key_width: Opti
         value_kind=value_kind,
         int_keys=int_keys,
         backend=backend,
+        board=board,
     )
 
 

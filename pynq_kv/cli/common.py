@@ -1,9 +1,11 @@
 """What every ``pynq-kv`` command shares: the global options, the engine session on the state
 file, error reporting, and parsing of keys, values and field layouts typed on the command line.
 
-The simulated overlay (the ``model`` backend) keeps its tables in memory, so the CLI keeps them
-in a snapshot file between invocations: every command loads the snapshot (if it exists), runs,
-and — for commands that change entries or rules — writes it back atomically.
+Every command opens the engine through ``pynq_kv.load()`` (a PYNQ board, an Alveo card or the
+simulated overlay, by --board/--backend). The tables of one invocation do not outlive it (the
+model lives in memory; a board's overlay is loaded again), so the CLI keeps them in a snapshot
+file between invocations: every command loads the snapshot (if it exists), runs, and — for
+commands that change entries or rules — writes it back atomically.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..engine import KVEngine
 from ..errors import KVError
 from ..layout import FieldLayout, parse_field_values, parse_layout_spec
 from ..options import EngineOptions
+from ..overlay import AUTO, KVOverlay, load
 
 try:  # advisory lock so two CLI processes do not lose each other's updates
     import fcntl
@@ -79,7 +82,8 @@ class Config:
     geometry: dict[str, int] = field(default_factory=dict)  # only the options given
     value_kind: Optional[str] = None  # None: the state's own kind ("bytes" for a new state)
     int_keys: bool = False
-    backend: str = "model"
+    backend: str = AUTO  # a name load() accepts: auto, pynq, xrt, model, rtl
+    board: Optional[str] = None  # overlays/<board>; None: load() finds it
 
     def options(self) -> EngineOptions:
         """The engine these global options describe (value kind None: a state's own)."""
@@ -102,15 +106,26 @@ def _typed(text: str, as_int: bool, hint: str) -> Any:
         raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
-def _load_engine(cfg: Config) -> KVEngine:
-    engine = KVEngine.from_snapshot(cfg.state, backend=cfg.backend)
-    mismatched = cfg.options().mismatches(engine)
-    if mismatched:
-        engine.close()
-        raise CLIError(
-            f"state file {cfg.state} does not match the options: {', '.join(mismatched)}; "
-            "drop those options or use another --state")
-    return engine
+def _open(cfg: Config) -> KVOverlay:
+    """The overlay through load(), with the state file's tables when it exists (its geometry and
+    value kind then win; options that disagree with them are an error)."""
+    if not cfg.state.exists():
+        return load(cfg.board, cfg.backend, geometry=cfg.geometry,
+                    value_kind=cfg.value_kind or "bytes")
+    meta, *_ = KVEngine.read_snapshot(cfg.state)
+    overlay = load(cfg.board, cfg.backend, geometry=meta["geometry"],
+                   value_kind=meta.get("value_kind", "bytes"))
+    try:
+        mismatched = cfg.options().mismatches(overlay.engine)
+        if mismatched:
+            raise CLIError(
+                f"state file {cfg.state} does not match the options: {', '.join(mismatched)}; "
+                "drop those options or use another --state")
+        overlay.engine.restore(cfg.state)
+    except BaseException:
+        overlay.close()
+        raise
+    return overlay
 
 
 @contextlib.contextmanager
@@ -131,20 +146,27 @@ def _lock(path: Path, exclusive: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def session(cfg: Config, save: bool = False) -> Iterator[Any]:
-    """The engine for one command, from the state file or new; saved back when save is True.
+def overlay_session(cfg: Config, save: bool = False) -> Iterator[KVOverlay]:
+    """The overlay for one command, its tables from the state file; saved back when save is True.
 
     Nothing is written when the command fails, so a failed command leaves the state unchanged.
     """
     with _lock(cfg.state, exclusive=save):
-        engine = _load_engine(cfg) if cfg.state.exists() else cfg.options().make_engine()
-        cfg.value_kind = engine.value_kind
+        overlay = _open(cfg)
+        cfg.value_kind = overlay.engine.value_kind
         try:
-            yield engine
+            yield overlay
             if save:
-                engine.dump(cfg.state)  # a temporary file renamed over the state: atomic
+                overlay.engine.dump(cfg.state)  # a temporary file renamed over the state: atomic
         finally:
-            engine.close()
+            overlay.close()
+
+
+@contextlib.contextmanager
+def session(cfg: Config, save: bool = False) -> Iterator[KVEngine]:
+    """The engine of overlay_session(): what every command but info works on."""
+    with overlay_session(cfg, save) as overlay:
+        yield overlay.engine
 
 
 def config_of(ctx: click.Context) -> Config:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ..engine import KVEngine
 from ..layout import FieldLayout
-from ..options import EngineOptions
+from ..overlay import load
 from .common import config_of
 from .files import report_counts
 from .output import echo_table, show
@@ -17,12 +18,17 @@ from .rules import rule_entries
 @click.command()
 @click.pass_context
 def demo(ctx: click.Context) -> None:
-    """A walk-through on a fresh in-memory engine (does not touch --state)."""
+    """A walk-through on a fresh engine (does not touch --state)."""
     cfg = config_of(ctx)
-    engine = EngineOptions(cfg.backend, cfg.geometry, "bytes").make_engine()
+    with load(cfg.board, cfg.backend, geometry=cfg.geometry, value_kind="bytes") as overlay:
+        click.echo(f"pynq-kv demo on the {overlay.kind} overlay {overlay.board} from "
+                   f"{overlay.source} (backend: {overlay.engine.backend.name})")
+        _walk(overlay.engine)
+
+
+def _walk(engine: KVEngine) -> None:
     say = click.echo
     g = engine.geometry
-    say(f"pynq-kv demo on the simulated overlay (backend: {engine.backend.name})")
     say(f"engine: {g.key_width}-bit keys, {g.value_width}-bit values, {g.ways} ways x {g.rows} rows"
         f" + {g.stash} stash = {g.capacity} entries, {g.rules} rule entries")
 

@@ -50,8 +50,8 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     """Run the appliance: Redis, memcached-UDP and admin front-ends over one engine.
 
     \b
-    Backend and geometry come from the global options (pynq-kv --backend rtl --rows 1024 serve)
-    or the config file. The tables live in memory unless a state file is given with the global
+    The engine is opened through pynq_kv.load(): backend, board and geometry come from the
+    global options (pynq-kv --backend rtl --rows 1024 serve) or the config file. The tables live in memory unless a state file is given with the global
     --state option or `state = "..."` in the config file: then serve loads it at start and saves
     it periodically and at shutdown. Stop with Ctrl-C or SIGTERM (graceful: nothing is lost).
     """
@@ -72,6 +72,8 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
 
     if explicit("backend"):
         flags["backend"] = cfg.backend
+    if cfg.board:
+        flags["board"] = cfg.board
     if explicit("state"):
         flags["state"] = cfg.state
     if cfg.value_kind:

@@ -17,13 +17,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from ..backend import available_backends
 from ..errors import KeyFormatError, KVError
 from ..geometry import Geometry
 from ..keys import VALUE_KINDS
 from ..layout import FieldLayout
 from ..net.addr import is_loopback
 from ..options import GEOMETRY_KEYS, EngineOptions
+from ..overlay import AUTO, backends
 
 FRONTENDS = ("resp", "udp", "admin")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
@@ -46,7 +46,8 @@ class ConfigError(KVError, ValueError):
 class ServeConfig:
     """Everything serve needs to start; ports of 0 pick a free port (tests)."""
 
-    backend: str = "model"
+    backend: str = AUTO  # what pynq_kv.load() accepts: auto, pynq, xrt, model, rtl
+    board: Optional[str] = None  # overlays/<board>; None: load() finds it
     bind: str = "127.0.0.1"
     resp_port: int = 6380
     udp_port: int = 11211
@@ -81,8 +82,8 @@ class ServeConfig:
 
     def validate(self) -> None:
         """Refuse what would start a broken or unsafe appliance, with the reason."""
-        if self.backend not in available_backends():
-            raise ConfigError(f"backend must be one of {', '.join(available_backends())}, "
+        if self.backend not in backends():
+            raise ConfigError(f"backend must be one of {', '.join(backends())}, "
                               f"got {self.backend!r}")
         unknown = [f for f in self.disable if f not in FRONTENDS]
         if unknown:

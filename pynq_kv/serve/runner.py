@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Optional
 
 from .. import __version__
-from ..engine import KVEngine
 from ..appliance import Appliance
+from ..overlay import KVOverlay, load
 from .config import ServeConfig
 
 log = logging.getLogger("pynq_kv.serve")
@@ -49,24 +49,24 @@ class Running:
 
 
 def uses_virtual_board(config: ServeConfig) -> bool:
-    """The rtl backend with the UDP data plane runs the whole kv_top: the virtual board."""
+    """The rtl overlay is the whole kv_top (the virtual board); with UDP on, its port is bridged."""
     return config.backend == "rtl" and config.enabled("udp")
 
 
 def make_appliance(config: ServeConfig) -> Appliance:
-    """The engine the config describes, restored from the state file when it exists."""
-    options = config.engine_options()
-    geometry = options.make_geometry()
-    layout = config.make_layout(geometry.key_width)
+    """The overlay the config describes, opened (and on reload re-opened) by pynq_kv.load(),
+    with the tables of the state file when it exists."""
+    def factory() -> KVOverlay:
+        return load(config.board, config.backend, geometry=config.geometry,
+                    value_kind=config.value_kind)
 
-    def factory() -> KVEngine:
-        if uses_virtual_board(config):
-            from ..board import board_engine
-
-            return board_engine(geometry, value_kind=config.value_kind)
-        return options.make_engine()
-
-    return Appliance(factory, layout=layout, state_path=config.state)
+    appliance = Appliance(factory, state_path=config.state)
+    try:  # a board's key width is the bitstream's: the layout is made for the loaded engine
+        appliance.layout = config.make_layout(appliance.engine.geometry.key_width)
+    except BaseException:
+        appliance.close()
+        raise
+    return appliance
 
 
 def _bound_tcp_socket(host: str, port: int) -> socket.socket:
@@ -171,6 +171,8 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
         f"stash={g.stash} rules={g.rules} (capacity {g.capacity}, {occ.used} entries loaded"
         + (f" from {config.state}" if config.state else "") + ")",
     ]
+    if running.appliance.overlay is not None:
+        lines.append(f"  {running.appliance.overlay.describe()}")
     udp_label = ("memcached (binary + text) on udp://{}:{}, bridged to the virtual board's "
                  "Ethernet port (Verilated kv_top)" if uses_virtual_board(config)
                  else "memcached (binary + text) on udp://{}:{}")

@@ -3,7 +3,8 @@
 `start_board_bridge` serves memcached clients with the RTL data plane of the appliance's
 virtual board (pynq_kv.board): each datagram is wrapped into a frame, the board answers, and
 the reply frames' payloads go back to the sender. The board keeps its own counters; the bridge
-counts only what it forwards or drops.
+counts only what it forwards or drops. Its latency (the "udp" histogram) is timed by the UDP
+server's protocol it inherits: datagram in to the last reply's sendto, the board's time included.
 """
 
 from __future__ import annotations

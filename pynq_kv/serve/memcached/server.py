@@ -13,6 +13,7 @@ import asyncio
 import logging
 import socket
 from collections import Counter
+from time import perf_counter
 from typing import Any, Callable, Optional, Union, cast
 
 import numpy as np
@@ -21,6 +22,7 @@ from ...appliance import Appliance
 from ...backend import MatchKind, SetStatus
 from ...engine import KVEngine
 from ...keys import ints_to_raw
+from ...latency import LatencyRecorder
 from ...net.codec import (
     GET_EXTRAS,
     NO_ENTRY,
@@ -376,6 +378,8 @@ class _Protocol(asyncio.DatagramProtocol):
         self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
+        """Answer one datagram; its latency is from here to the last reply's sendto returning."""
+        start = perf_counter()
         server = self.server
         try:
             replies = server.handle(data, addr)
@@ -386,6 +390,7 @@ class _Protocol(asyncio.DatagramProtocol):
         assert self.transport is not None
         for reply in replies:
             self.transport.sendto(reply, addr)
+        server.latency.observe(perf_counter() - start)
 
     def error_received(self, exc: Exception) -> None:
         # ICMP port unreachable from a client that went away; nothing to answer.
@@ -398,6 +403,7 @@ class UdpServer:
     def __init__(self, appliance: Appliance) -> None:
         self.appliance = appliance
         self.counters: Counters = Counter()
+        self.latency = LatencyRecorder()  # one observation per datagram answered
         self._transport: Optional[asyncio.DatagramTransport] = None
 
     @property
@@ -441,6 +447,6 @@ async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1", port: 
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(server), sock=sock)
     server._transport = transport  # type: ignore[assignment]
-    appliance.register_frontend("udp", server.stats)
+    appliance.register_frontend("udp", server.stats, server.latency)
     return server
 

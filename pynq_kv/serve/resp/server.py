@@ -11,6 +11,13 @@ the way hardware wants work (one request per clock), and what lets a Python serv
 Any other command first flushes the pipeline, so each client's replies stay in order. Each
 client's replies of a tick go out in one transport.write.
 
+Latency (server.latency, /metrics' pynq_kv_frontend_request_duration_seconds{frontend="resp"}):
+each received chunk is stamped once (perf_counter) when data_received queues its commands; when
+the client's replies of that tick have been handed to the kernel (transport.write returned), the
+chunk's commands are observed together, weight = how many of them ran. So it is the server side
+of a request: from the loop reading it off the socket to its reply leaving in a write — not the
+kernel's or the network's share of a client's round trip.
+
 Limits that keep the server alive: max_clients (then "-ERR max number of clients reached"),
 max_bulk_len (a longer declared bulk is Redis' "invalid bulk length" protocol error),
 max_query_buffer (a client holding more unparsed input is disconnected, as Redis does at
@@ -30,6 +37,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -37,6 +45,7 @@ import numpy as np
 from ...errors import KVError
 from . import errors as E
 from ...keys import int_rows, tagged_rows
+from ...latency import LatencyRecorder
 from ..batch import Limits, Pipeline
 from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, key_error, lookup, value_in
 from .commands.table import build_table
@@ -85,6 +94,7 @@ class Connection(asyncio.Protocol):
         self.id = 0
         self.parser = RequestParser(server.config.max_bulk_len, server.fast_tables)
         self.out: list[bytes] = []
+        self.arrived: list[tuple[float, int]] = []  # this tick: (chunk's stamp, its commands run)
         self.resp3 = False
         self.nil = b"$-1\r\n"
         self.authenticated = server.requirepass is None
@@ -138,7 +148,7 @@ class Connection(asyncio.Protocol):
             return False
         self.eof = True
         srv = self.srv
-        srv.queue.append((self, [], None))
+        srv.queue.append((self, [], None, 0.0))
         if not srv.scheduled:
             srv.scheduled = True
             srv.loop.call_soon(srv.tick)
@@ -173,7 +183,7 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             if self.throttled and cmds:
                 self.awaiting = True
-            srv.queue.append((self, cmds, error))
+            srv.queue.append((self, cmds, error, perf_counter()))
             if not srv.scheduled:
                 srv.scheduled = True
                 srv.loop.call_soon(srv.tick)
@@ -229,7 +239,8 @@ class RespServer:
         self.commands, self.command_list = build_table()
         self.fast_tables = fast_tables(config.max_bulk_len)
         self.conns: dict[int, Connection] = {}
-        self.queue: list[tuple[Connection, list[list[bytes]], Optional[bytes]]] = []
+        # (client, its commands of one received chunk, protocol error, when the chunk arrived)
+        self.queue: list[tuple[Connection, list[list[bytes]], Optional[bytes], float]] = []
         self.scheduled = False
         self.loop: Any = None
         self.host = "127.0.0.1"
@@ -240,6 +251,7 @@ class RespServer:
         self._sweeper: Any = None
         self.total_connections = 0
         self._limits = Limits(appliance.engine)
+        self.latency = LatencyRecorder()  # cumulative, as Prometheus wants: RESETSTAT keeps it
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -380,7 +392,7 @@ class RespServer:
         count = 0
         i = 0
         while i < len(queue):  # throttled clients may append while we run
-            conn, cmds, error = queue[i]
+            conn, cmds, error, arrived = queue[i]
             i += 1
             if conn.closing:
                 continue
@@ -388,6 +400,7 @@ class RespServer:
                 conn.touched = True
                 touched.append(conn)
             batch = batching and conn.authenticated
+            before = count
             for args in cmds:
                 if type(args) is tuple:  # a block: one argument count, one column per argument
                     if batch and self._plan_block(pipe, conn, args):
@@ -402,6 +415,8 @@ class RespServer:
                     call(conn, args)
                 if conn.closing:
                     break
+            if count > before:
+                conn.arrived.append((arrived, count - before))
             if error is not None or conn.throttled or conn.awaiting:
                 pipe.flush()  # its replies come before the protocol error, or the next command
                 if error is not None and not conn.closing:
@@ -410,7 +425,7 @@ class RespServer:
                     self.error_replies += 1
                     conn.closing = True
                 elif conn.awaiting and not conn.closing:
-                    self._resume(conn, queue)
+                    self._resume(conn, queue, arrived)
         return count
 
     def _plan_rows(self, pipe: Pipeline, conn: Connection, block: tuple, batch: bool) -> int:
@@ -491,8 +506,10 @@ class RespServer:
         return False
 
     def _write(self, touched: list[Connection]) -> None:
-        """Each touched client's replies of this tick in one transport.write; close the closing."""
+        """Each touched client's replies of this tick in one transport.write, then their latency;
+        close the closing."""
         written = 0
+        observe = self.latency.observe
         for conn in touched:
             conn.touched = False
             out = conn.out
@@ -502,14 +519,22 @@ class RespServer:
                 if not conn.lost:
                     conn.transport.write(data)
                     written += len(data)
+            arrived = conn.arrived
+            if arrived:
+                if not conn.lost:
+                    done = perf_counter()
+                    for stamp, n in arrived:
+                        observe(done - stamp, n)
+                arrived.clear()
             if conn.closing or conn.eof:
                 conn.closing = True
                 if not conn.lost:
                     conn.transport.close()
         self.net_output_bytes += written
 
-    def _resume(self, conn: Connection, queue: list) -> None:
-        """Parse a throttled client's next command(s) now that its previous one has run."""
+    def _resume(self, conn: Connection, queue: list, arrived: float) -> None:
+        """Parse a throttled client's next command(s) now that its previous one has run; they
+        count as arrived with the chunk that held them."""
         conn.awaiting = False
         more: list[Any] = []
         parser = conn.parser
@@ -519,7 +544,7 @@ class RespServer:
             if error is not None:
                 conn.error_queued = True
             conn.awaiting = conn.throttled and bool(more)
-            queue.append((conn, more, error))
+            queue.append((conn, more, error, arrived))
 
     def _call(self, conn: Connection, args: list[bytes]) -> None:
         """One command the unbatched way: lookup, arity, AUTH, handler, encoded reply."""
@@ -702,12 +727,12 @@ async def start_resp_server(appliance: Any, host: str = "127.0.0.1", port: int =
     """Listen for Redis clients on host:port (port 0 picks a free one; see .port).
 
     Call it from the appliance's event loop; the server registers its counters with
-    appliance.register_frontend("resp", server.stats).
+    appliance.register_frontend("resp", server.stats, server.latency).
     """
     server = RespServer(appliance, config)
     await server.start(host, port)
     if hasattr(appliance, "register_frontend"):
-        appliance.register_frontend("resp", server.stats)
+        appliance.register_frontend("resp", server.stats, server.latency)
     return server
 
 
