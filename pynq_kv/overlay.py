@@ -119,6 +119,29 @@ def xrt_present() -> bool:
     return importlib.util.find_spec("pyxrt") is not None
 
 
+#: What each board backend needs on this machine (said when it is asked for without it).
+BOARD_RUNTIMES = {"pynq": "a PYNQ board (pynq installed and a PL that Linux can program)",
+                  "xrt": "an XRT install (its Python bindings, pyxrt)"}
+
+
+def backends_here() -> list[str]:
+    """The names load(backend=...) can open on this machine, for --backend and serve's settings:
+    auto, a board backend whose runtime is present, and KVEngine's backends."""
+    present = {"pynq": pynq_device_present, "xrt": xrt_present}
+    return [AUTO, *(name for name in BOARD_FLOWS if present[name]()), *available_backends()]
+
+
+def unavailable_here(name: str) -> Optional[str]:
+    """Why backend `name` cannot be opened on this machine, or None if it can."""
+    here = backends_here()
+    if name in here:
+        return None
+    if name in BOARD_RUNTIMES:
+        return (f"backend {name!r} needs {BOARD_RUNTIMES[name]}, which this machine does not "
+                f"have; available here: {', '.join(here)}")
+    return f"{name!r} is not an available backend; available here: {', '.join(here)}"
+
+
 def _default_board(backend: str, overlays: Optional[mf.PathLike]) -> str:
     """The board of a PYNQ or XRT host when none was named: $BOARD on a PYNQ image if it names
     an overlay, else the only board of that flow; otherwise the caller must name one."""

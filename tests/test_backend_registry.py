@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,27 @@ def test_cli_refuses_an_unknown_backend_at_option_parsing(tmp_path, how):
     assert "--backend" in result.stderr and "'fpga' is not an available backend" in result.stderr
     assert "model" in result.stderr and "rtl" in result.stderr
     assert not (tmp_path / "state.npz").exists()
+
+
+@pytest.mark.skipif(Path("/sys/class/fpga_manager/fpga0/firmware").exists(),
+                    reason="this machine is a PYNQ board: --backend pynq is available here")
+def test_cli_refuses_a_board_backend_this_machine_lacks_at_option_parsing(tmp_path):
+    """`pynq-kv --backend pynq serve` off a board: a usage error naming what pynq needs and the
+    backends there are, before any overlay, engine or port is touched."""
+    env = {"PYNQ_KV_STATE": str(tmp_path / "state.npz"), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-m", "pynq_kv", "--backend", "pynq", "serve"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert result.returncode == 2, result.stderr
+    assert "--backend" in result.stderr and "needs a PYNQ board" in result.stderr
+    assert "available here: auto, model, rtl" in result.stderr  # no XRT on these machines either
+    assert not (tmp_path / "state.npz").exists()
+
+
+def test_serve_settings_refuse_a_board_backend_this_machine_lacks(monkeypatch):
+    from pynq_kv import overlay
+
+    monkeypatch.setattr(overlay, "pynq_device_present", lambda: False)
+    with pytest.raises(ConfigError, match="needs a PYNQ board.*available here: auto"):
+        build_config({"backend": "pynq"}, {})
+    monkeypatch.setattr(overlay, "pynq_device_present", lambda: True)
+    assert build_config({"backend": "pynq"}, {}).backend == "pynq"

@@ -14,16 +14,16 @@ import click
 
 from ..geometry import KEY_WIDTHS
 from ..keys import VALUE_KINDS
-from ..overlay import AUTO, BOARD_ENV, backends
+from ..overlay import AUTO, BOARD_ENV, backends, unavailable_here
 from . import data, demo, files, info, rules, serve
 from .common import Config, Group, default_state_path
 
 
 def _check_backend(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """--backend names one load() accepts: a usage error listing them, before anything runs."""
-    if value not in backends():
-        raise click.BadParameter(
-            f"{value!r} is not an available backend; available: {', '.join(backends())}")
+    """--backend names one load() can open here: a usage error listing them, before anything runs."""
+    reason = unavailable_here(value)
+    if reason is not None:
+        raise click.BadParameter(reason)
     return value
 
 

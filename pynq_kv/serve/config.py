@@ -23,7 +23,7 @@ from ..keys import VALUE_KINDS
 from ..layout import FieldLayout
 from ..net.addr import is_loopback
 from ..options import GEOMETRY_KEYS, EngineOptions
-from ..overlay import AUTO, backends
+from ..overlay import AUTO, unavailable_here
 
 FRONTENDS = ("resp", "udp", "admin")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
@@ -82,9 +82,9 @@ class ServeConfig:
 
     def validate(self) -> None:
         """Refuse what would start a broken or unsafe appliance, with the reason."""
-        if self.backend not in backends():
-            raise ConfigError(f"backend must be one of {', '.join(backends())}, "
-                              f"got {self.backend!r}")
+        reason = unavailable_here(self.backend)
+        if reason is not None:
+            raise ConfigError(reason)
         unknown = [f for f in self.disable if f not in FRONTENDS]
         if unknown:
             raise ConfigError(f"cannot disable {', '.join(unknown)}: front-ends are "
