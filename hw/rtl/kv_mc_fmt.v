@@ -47,7 +47,7 @@ module kv_mc_fmt #
     parameter KEY_W = 288,
     // Value width in bits: multiple of 32, 32 to 512
     parameter VALUE_W = 32,
-    // Per-datagram metadata bits (kv_eth_if meta, 129)
+    // Per-datagram metadata bits: >= 16 (kv_eth_if's metadata is 129)
     parameter META_W = 129,
     // Longest reply datagram in bytes, frame header included: 256 to 65507
     // (frontend.md §3: 1400); no response is ever longer than 242

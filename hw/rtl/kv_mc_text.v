@@ -29,19 +29,19 @@ pynq-kv: memcached text-protocol subset, byte serial
  * `get` takes its keys once the whole line has been checked.
  *
  * Per line (the rules and replies of frontend.md §6):
- *   get <key>+          any key > MAX_KEY: R_BADFMT; else one GET per key
+ *   get <key>+          any key > MAX_KEY: MC_T_BADFMT; else one GET per key
  *                       (response kind MC_RK_TVALUE) and MC_RK_TEND
  *   set k f e b [nr]    f, b: 1-10 digits, e: 1-10 digits after an optional
- *                       "-", else R_BADFMT (the data block is read as the
+ *                       "-", else MC_T_BADFMT (the data block is read as the
  *                       next line); then b + 2 bytes of data block (the first
- *                       MAX_VALUE kept), then key > MAX_KEY: R_BADFMT;
- *                       f or e != 0: R_FLAGS; b > MAX_VALUE: R_TOOLARGE;
- *                       block not ending in "\r\n": R_BADCHUNK; else SET
+ *                       MAX_VALUE kept), then key > MAX_KEY: MC_T_BADFMT;
+ *                       f or e != 0: MC_T_FLAGS; b > MAX_VALUE: MC_T_TOOLARGE;
+ *                       block not ending in "\r\n": MC_T_BADCHUNK; else SET
  *                       (MC_RK_TSET, flag = noreply)
- *   delete k [0] [nr]   usage as §6 else R_DELUSAGE; key > MAX_KEY: R_BADFMT;
- *                       else DEL (MC_RK_TDEL, flag = noreply)
- *   version             MC_RK_TMSG VERSION line
- *   anything else       R_ERROR
+ *   delete k [0] [nr]   usage as §6 else MC_T_DELUSAGE; key > MAX_KEY:
+ *                       MC_T_BADFMT; else DEL (MC_RK_TDEL, flag = noreply)
+ *   version             MC_RK_TMSG, code MC_T_VERSION
+ *   anything else       MC_T_ERROR
  * A line without "\n" before the end of the datagram, or a set whose data
  * block is cut by it, ends the datagram (stat_truncated).  After the last
  * byte of a datagram one MC_RK_NONE item with o_d_last closes it.
