@@ -224,7 +224,7 @@ always @* begin
         end
         MC_K_TRUNC: begin
             // the header is complete: answered 0x0004 (body cut short); else silent
-            if (s_item_cnt >= 16'd24) begin
+            if (s_item_cnt >= MC_HDR_BYTES) begin
                 req_binary = 1'b1;
                 rk = MC_RK_ERR;
                 code = MC_E_INVAL;

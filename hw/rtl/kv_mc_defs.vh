@@ -54,7 +54,7 @@ localparam [3:0] MC_T_VERSION = 4'd6;      // "VERSION <v>" (the one message tha
 // (byte offsets from the start of the header)
 localparam [7:0] MC_MAGIC_REQ = 8'h80;     // magic byte of a request
 localparam [7:0] MC_MAGIC_RSP = 8'h81;     // magic byte of a response
-localparam MC_HDR_BYTES = 24;              // header length; the body follows
+localparam [15:0] MC_HDR_BYTES = 16'd24;   // header length; the body follows
 localparam MC_HDR_MAGIC = 0;               // 1 byte: MC_MAGIC_REQ
 localparam MC_HDR_OPCODE = 1;              // 1 byte: command
 localparam MC_HDR_KEY_LEN = 2;             // 2 bytes: key length

@@ -417,7 +417,7 @@ wire [8*TB-1:0] tail = (tail_sel == 2'd1) ? {{(8*TB-8*VB){1'b0}}, vdata} :
 wire [7:0] tail_len = (tail_sel == 2'd1) ? vl : (tail_sel == 2'd2) ? tval_len : msg_len;
 // binary body = extras + key + value/string; text = "VALUE " + key + tail, or a string
 wire [7:0] bin_body = ext_len + kl_on + tail_len;
-wire [15:0] reply_len = binary ? 16'd24 + {8'd0, bin_body} :
+wire [15:0] reply_len = binary ? MC_HDR_BYTES + {8'd0, bin_body} :
                         (tail_sel == 2'd2) ? 16'd6 + {8'd0, kl_on} + {8'd0, tail_len} :
                         {8'd0, tail_len};
 

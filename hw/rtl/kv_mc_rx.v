@@ -195,9 +195,9 @@ assign m_item_valid = item_valid_reg;
 wire [7:0] magic = win_reg[8*MC_HDR_MAGIC +: 8];
 wire [31:0] body_len = {win_reg[8*MC_HDR_BODY_LEN +: 8], win_reg[8*(MC_HDR_BODY_LEN+1) +: 8],
                         win_reg[8*(MC_HDR_BODY_LEN+2) +: 8], win_reg[8*(MC_HDR_BODY_LEN+3) +: 8]};
-wire [32:0] req_len = {1'b0, body_len} + MC_HDR_BYTES;
+wire [32:0] req_len = {1'b0, body_len} + {17'd0, MC_HDR_BYTES};
 wire [32:0] cnt33 = {{(33-CW){1'b0}}, cnt_reg};
-wire have_hdr = cnt33 >= 33'd24;
+wire have_hdr = cnt33 >= {17'd0, MC_HDR_BYTES};
 wire fits = req_len <= REQ_BYTES33;
 wire have_req = cnt33 >= req_len;
 wire out_free = !item_valid_reg || m_item_ready;
@@ -301,7 +301,7 @@ always @* begin
                             emit_kind = MC_K_TRUNC;
                             emit_hdr = 1'b1;
                             emit_last = 1'b1;
-                            emit_cnt = 16'd24;
+                            emit_cnt = MC_HDR_BYTES;
                             done = 1'b1;
                         end
                     end
