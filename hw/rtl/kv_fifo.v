@@ -11,11 +11,14 @@ pynq-kv: synchronous first-word-fall-through FIFO
 `default_nettype none
 
 /*
- * Synchronous first-word-fall-through FIFO, the one FIFO of the design
- * (docs/rtl.md): the oldest word is on m_data whenever m_valid is high, no
- * read request is needed, and m_ready pops it.  One push and one pop per
- * cycle, full throughput.  s_ready is "not full" and m_valid "not empty":
- * neither depends combinationally on the other side.
+ * Synchronous first-word-fall-through FIFO, the one FIFO module of the
+ * design (docs/rtl.md), used by kv_eth_rx, kv_eth_tx and kv_mc_core;
+ * kv_engine keeps its own response FIFO (any depth from 2, part of its
+ * admission credit), and the frame and reply buffers are RAMs of their own.
+ * The oldest word is on m_data whenever m_valid is high, no read request is
+ * needed, and m_ready pops it.  One push and one pop per cycle, full
+ * throughput.  s_ready is "not full" and m_valid "not empty": neither depends
+ * combinationally on the other side.
  *
  * OUTPUT_REG selects how the head word leaves the RAM:
  *   0  read asynchronously (m_data comes straight from the memory), so the

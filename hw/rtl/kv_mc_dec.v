@@ -83,41 +83,13 @@ module kv_mc_dec #
     output wire                      stat_truncated
 );
 
+`include "kv_regs.vh"
+`include "kv_mc_defs.vh"
+
 localparam KB = KEY_W / 8;
 localparam VB = VALUE_W / 8;
 localparam MAX_KEY = KB - 1;
 localparam MAX_VALUE = VB - 1;
-
-// walker item kinds (kv_mc_rx)
-localparam [2:0]
-    K_BIN = 3'd0,
-    K_BIG = 3'd1,
-    K_TRUNC = 3'd2,
-    K_MAGIC = 3'd3;
-
-// response kinds (kv_mc_fmt)
-localparam [3:0]
-    RK_NONE = 4'd0,
-    RK_GET = 4'd1,
-    RK_SET = 4'd2,
-    RK_DEL = 4'd3,
-    RK_MATCH = 4'd4,
-    RK_NOOP = 4'd5,
-    RK_VERSION = 4'd6,
-    RK_ERR = 4'd7;
-
-// RK_ERR codes
-localparam [3:0]
-    E_TOOLARGE = 4'd0,
-    E_INVAL = 4'd1,
-    E_UNKNOWN = 4'd2;
-
-// engine opcodes (kv_regs.vh KV_OP_*; kv_mc_core checks they agree)
-localparam [4:0]
-    OP_GET = 5'd1,
-    OP_LOOKUP = 5'd2,
-    OP_SET = 5'd3,
-    OP_DEL = 5'd4;
 
 // check configuration
 initial begin
@@ -144,15 +116,15 @@ function [7:0] byte_at(input [8*REQ_BYTES-1:0] d, input integer i);
     end
 endfunction
 
-wire [7:0] opcode = byte_at(s_item_data, 1);
-wire [15:0] key_len = {byte_at(s_item_data, 2), byte_at(s_item_data, 3)};
-wire [7:0] ext_len = byte_at(s_item_data, 4);
-wire [31:0] body_len = {byte_at(s_item_data, 8), byte_at(s_item_data, 9),
-                        byte_at(s_item_data, 10), byte_at(s_item_data, 11)};
-wire [31:0] opaque = {byte_at(s_item_data, 12), byte_at(s_item_data, 13),
-                      byte_at(s_item_data, 14), byte_at(s_item_data, 15)};
-wire [63:0] cas = s_item_data[8*16 +: 64];
-wire [63:0] flags_exp = s_item_data[8*24 +: 64];
+wire [7:0] opcode = byte_at(s_item_data, MC_HDR_OPCODE);
+wire [15:0] key_len = {byte_at(s_item_data, MC_HDR_KEY_LEN), byte_at(s_item_data, MC_HDR_KEY_LEN + 1)};
+wire [7:0] ext_len = byte_at(s_item_data, MC_HDR_EXT_LEN);
+wire [31:0] body_len = {byte_at(s_item_data, MC_HDR_BODY_LEN), byte_at(s_item_data, MC_HDR_BODY_LEN + 1),
+                        byte_at(s_item_data, MC_HDR_BODY_LEN + 2), byte_at(s_item_data, MC_HDR_BODY_LEN + 3)};
+wire [31:0] opaque = {byte_at(s_item_data, MC_HDR_OPAQUE), byte_at(s_item_data, MC_HDR_OPAQUE + 1),
+                      byte_at(s_item_data, MC_HDR_OPAQUE + 2), byte_at(s_item_data, MC_HDR_OPAQUE + 3)};
+wire [63:0] cas = s_item_data[8*MC_HDR_CAS +: 64];
+wire [63:0] flags_exp = s_item_data[8*MC_HDR_BYTES +: 64];     // SET extras
 
 wire [32:0] ext_key = {25'd0, ext_len} + {17'd0, key_len};
 wire inconsistent = ext_key > {1'b0, body_len};
@@ -212,54 +184,54 @@ reg [3:0] code;
 reg req_binary;
 always @* begin
     eng = 1'b0;
-    eop = OP_GET;
-    rk = RK_NONE;
-    code = E_INVAL;
+    eop = KV_OP_GET;
+    rk = MC_RK_NONE;
+    code = MC_E_INVAL;
     req_binary = 1'b0;
     case (s_item_kind)
-        K_BIN, K_BIG: begin
+        MC_K_BIN, MC_K_BIG: begin
             req_binary = 1'b1;
-            rk = RK_ERR;
+            rk = MC_RK_ERR;
             if (inconsistent) begin
-                code = E_INVAL;
+                code = MC_E_INVAL;
             end else if (!known) begin
-                code = E_UNKNOWN;
+                code = MC_E_UNKNOWN;
             end else if (shape_bad || key_long || cas_bad || flags_bad) begin
-                code = E_INVAL;
+                code = MC_E_INVAL;
             end else if (value_big) begin
-                code = E_TOOLARGE;
+                code = MC_E_TOOLARGE;
             end else if (is_noop) begin
-                rk = RK_NOOP;
+                rk = MC_RK_NOOP;
             end else if (is_version) begin
-                rk = RK_VERSION;
+                rk = MC_RK_VERSION;
             end else begin
-                // a request that passed every check is short enough to be whole (K_BIN)
+                // a request that passed every check is short enough to be whole (MC_K_BIN)
                 eng = 1'b1;
                 if (is_get) begin
-                    rk = RK_GET;
-                    eop = OP_GET;
+                    rk = MC_RK_GET;
+                    eop = KV_OP_GET;
                 end else if (is_set) begin
-                    rk = RK_SET;
-                    eop = OP_SET;
+                    rk = MC_RK_SET;
+                    eop = KV_OP_SET;
                 end else if (is_del) begin
-                    rk = RK_DEL;
-                    eop = OP_DEL;
+                    rk = MC_RK_DEL;
+                    eop = KV_OP_DEL;
                 end else begin
-                    rk = RK_MATCH;
-                    eop = OP_LOOKUP;
+                    rk = MC_RK_MATCH;
+                    eop = KV_OP_LOOKUP;
                 end
             end
         end
-        K_TRUNC: begin
+        MC_K_TRUNC: begin
             // the header is complete: answered 0x0004 (body cut short); else silent
-            if (s_item_cnt >= 16'd24) begin
+            if (s_item_cnt >= MC_HDR_BYTES) begin
                 req_binary = 1'b1;
-                rk = RK_ERR;
-                code = E_INVAL;
+                rk = MC_RK_ERR;
+                code = MC_E_INVAL;
             end
         end
         default: begin
-            // K_MAGIC, K_EMPTY, dropped datagrams: nothing to answer
+            // MC_K_MAGIC, MC_K_EMPTY, dropped datagrams: nothing to answer
         end
     endcase
 end
@@ -329,8 +301,8 @@ always @(posedge clk) begin
         o_d_kl_reg <= kl;
         o_d_key_reg <= key_bytes;
         stat_req_binary_reg <= req_binary;
-        stat_bad_magic_reg <= s_item_kind == K_MAGIC;
-        stat_truncated_reg <= s_item_kind == K_TRUNC;
+        stat_bad_magic_reg <= s_item_kind == MC_K_MAGIC;
+        stat_truncated_reg <= s_item_kind == MC_K_TRUNC;
     end
     if (rst) begin
         o_valid_reg <= 1'b0;

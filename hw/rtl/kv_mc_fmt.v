@@ -47,7 +47,7 @@ module kv_mc_fmt #
     parameter KEY_W = 288,
     // Value width in bits: multiple of 32, 32 to 512
     parameter VALUE_W = 32,
-    // Per-datagram metadata bits (kv_eth_if meta, 129)
+    // Per-datagram metadata bits: >= 16 (kv_eth_if's metadata is 129)
     parameter META_W = 129,
     // Longest reply datagram in bytes, frame header included: 256 to 65507
     // (frontend.md §3: 1400); no response is ever longer than 242
@@ -107,6 +107,8 @@ module kv_mc_fmt #
     output wire                      stat_datagram
 );
 
+`include "kv_mc_defs.vh"
+
 function integer imax(input integer a, input integer b);
     begin
         imax = a > b ? a : b;
@@ -127,22 +129,6 @@ localparam CHW = $clog2(NCH + 1);
 localparam FW = $clog2(BYTES + 1);
 localparam [15:0] MAX_DGRAM16 = 16'd0 + MAX_DGRAM;
 
-// response kinds
-localparam [3:0]
-    RK_NONE = 4'd0,
-    RK_GET = 4'd1,
-    RK_SET = 4'd2,
-    RK_DEL = 4'd3,
-    RK_MATCH = 4'd4,
-    RK_NOOP = 4'd5,
-    RK_VERSION = 4'd6,
-    RK_ERR = 4'd7,
-    RK_TVALUE = 4'd8,
-    RK_TEND = 4'd9,
-    RK_TSET = 4'd10,
-    RK_TDEL = 4'd11,
-    RK_TMSG = 4'd12;
-
 // fixed strings (message ids)
 localparam [4:0]
     M_NOTFOUND = 5'd0,      // binary bodies
@@ -151,7 +137,7 @@ localparam [4:0]
     M_UNKNOWN = 5'd3,
     M_NOMEM = 5'd4,
     M_VERSION = 5'd5,
-    M_T_ERROR = 5'd6,       // text replies (RK_TMSG code c is M_T_ERROR + c)
+    M_T_ERROR = 5'd6,       // text replies (MC_RK_TMSG code c is M_T_ERROR + c)
     M_T_BADFMT = 5'd7,
     M_T_DELUSAGE = 5'd8,
     M_T_FLAGS = 5'd9,
@@ -308,7 +294,7 @@ always @* begin
     msg_id = M_NONE;
     is_error = 1'b0;
     case (s_d_rk)
-        RK_GET: begin
+        MC_RK_GET: begin
             if (s_rsp_status == 4'd1) begin
                 send = 1'b1;
                 ext_len = 8'd4;
@@ -328,7 +314,7 @@ always @* begin
                 end
             end
         end
-        RK_SET: begin
+        MC_RK_SET: begin
             if (s_rsp_status == 4'd3) begin
                 send = 1'b1;
                 status = 16'h0082;
@@ -338,7 +324,7 @@ always @* begin
                 send = !s_d_quiet;
             end
         end
-        RK_DEL: begin
+        MC_RK_DEL: begin
             if (s_rsp_status == 4'd1) begin
                 send = 1'b1;
                 status = 16'h0001;
@@ -347,7 +333,7 @@ always @* begin
                 send = !s_d_quiet;
             end
         end
-        RK_MATCH: begin
+        MC_RK_MATCH: begin
             send = 1'b1;
             if (s_rsp_status == 4'd1 || s_rsp_status == 4'd2) begin
                 ext_len = 8'd8;
@@ -361,14 +347,14 @@ always @* begin
                 msg_id = M_NOTFOUND;
             end
         end
-        RK_NOOP: begin
+        MC_RK_NOOP: begin
             send = 1'b1;
         end
-        RK_VERSION: begin
+        MC_RK_VERSION: begin
             send = 1'b1;
             msg_id = M_VERSION;
         end
-        RK_ERR: begin
+        MC_RK_ERR: begin
             send = 1'b1;
             is_error = 1'b1;
             case (s_d_code)
@@ -377,7 +363,7 @@ always @* begin
                 default: begin status = 16'h0004; msg_id = M_INVAL; end
             endcase
         end
-        RK_TVALUE: begin
+        MC_RK_TVALUE: begin
             binary = 1'b0;
             send = s_rsp_status == 4'd1;
             key_on = 1'b1;
@@ -385,13 +371,13 @@ always @* begin
             tail_sel = 2'd2;
             tbase = 8'd6;
         end
-        RK_TEND: begin
+        MC_RK_TEND: begin
             binary = 1'b0;
             send = 1'b1;
             tbase = 8'd0;
             msg_id = M_T_END;
         end
-        RK_TSET: begin
+        MC_RK_TSET: begin
             binary = 1'b0;
             tbase = 8'd0;
             if (s_rsp_status == 4'd3) begin
@@ -403,20 +389,20 @@ always @* begin
                 msg_id = M_T_STORED;
             end
         end
-        RK_TDEL: begin
+        MC_RK_TDEL: begin
             binary = 1'b0;
             tbase = 8'd0;
             send = !s_d_flag;
             msg_id = (s_rsp_status == 4'd0) ? M_T_DELETED : M_T_NOTFOUND;
         end
-        RK_TMSG: begin
+        MC_RK_TMSG: begin
             binary = 1'b0;
             tbase = 8'd0;
             send = 1'b1;
             msg_id = M_T_ERROR + {1'b0, s_d_code};
             is_error = s_d_code != 4'd6;      // every text message but VERSION
         end
-        RK_NONE: begin
+        MC_RK_NONE: begin
             send = 1'b0;
         end
         default: begin
@@ -431,7 +417,7 @@ wire [8*TB-1:0] tail = (tail_sel == 2'd1) ? {{(8*TB-8*VB){1'b0}}, vdata} :
 wire [7:0] tail_len = (tail_sel == 2'd1) ? vl : (tail_sel == 2'd2) ? tval_len : msg_len;
 // binary body = extras + key + value/string; text = "VALUE " + key + tail, or a string
 wire [7:0] bin_body = ext_len + kl_on + tail_len;
-wire [15:0] reply_len = binary ? 16'd24 + {8'd0, bin_body} :
+wire [15:0] reply_len = binary ? MC_HDR_BYTES + {8'd0, bin_body} :
                         (tail_sel == 2'd2) ? 16'd6 + {8'd0, kl_on} + {8'd0, tail_len} :
                         {8'd0, tail_len};
 
@@ -446,7 +432,7 @@ end
 // binary header and extras; or "VALUE "
 wire [8*FB-1:0] fixed_bin = {extras, 64'd0, s_d_opaque[7:0], s_d_opaque[15:8], s_d_opaque[23:16],
                              s_d_opaque[31:24], bin_body, 8'd0, 8'd0, 8'd0, status[7:0], status[15:8],
-                             8'd0, ext_len, keylen_out, 8'd0, s_d_opcode, 8'h81};
+                             8'd0, ext_len, keylen_out, 8'd0, s_d_opcode, MC_MAGIC_RSP};
 wire [8*FB-1:0] fixed_txt = {{(8*FB-48){1'b0}}, (tail_sel == 2'd2) ? 48'h20_45_55_4C_41_56 : 48'd0};
 
 reg p_valid_reg;

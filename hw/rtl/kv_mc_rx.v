@@ -23,7 +23,7 @@ pynq-kv: memcached front-end request walker
  * the first beat; {s_meta, request id} goes to m_meta_* (one word per
  * datagram, in datagram order).  A datagram shorter than 8 bytes, or whose
  * header is not a single-datagram request (datagram count != 1), gives one
- * item K_DROP_SHORT / K_DROP_HDR and is discarded (frontend.md §3; the
+ * item MC_K_DROP_SHORT / MC_K_DROP_HDR and is discarded (frontend.md §3; the
  * stat_* pulses count rx_datagrams, drop_short, drop_multi_datagram, served).
  *
  * The rest of the datagram is appended to a byte window (W = REQ_BYTES +
@@ -33,17 +33,17 @@ pynq-kv: memcached front-end request walker
  *
  * Binary: one item per request on m_item_*, at most one per clock cycle.  A
  * request is its 24-byte header plus `total body length` bytes.
- *   K_BIN   a request of at most REQ_BYTES bytes, whole: m_item_data holds
- *           it from byte 0 (the bytes after it are whatever follows in the
- *           datagram: the decoder masks fields by their lengths)
- *   K_BIG   a longer request: its body is skipped (never stored), the item
- *           carries its first 32 bytes only (header and 8 bytes of extras)
- *   K_TRUNC the datagram ended inside a request: m_item_cnt bytes of it were
- *           present (m_item_data holds them; a K_BIG-sized request reports 24
- *           and its header); the item is the datagram's last
- *   K_MAGIC a header whose magic is not 0x80: the item is the datagram's
- *           last and the rest of the datagram is discarded
- *   K_EMPTY a datagram with nothing after the frame header
+ *   MC_K_BIN   a request of at most REQ_BYTES bytes, whole: m_item_data holds
+ *              it from byte 0 (the bytes after it are whatever follows in the
+ *              datagram: the decoder masks fields by their lengths)
+ *   MC_K_BIG   a longer request: its body is skipped (never stored), the item
+ *              carries its first 32 bytes only (header and 8 bytes of extras)
+ *   MC_K_TRUNC the datagram ended inside a request: m_item_cnt bytes of it were
+ *              present (m_item_data holds them; a MC_K_BIG-sized request reports
+ *              24 and its header); the item is the datagram's last
+ *   MC_K_MAGIC a header whose magic is not 0x80: the item is the datagram's
+ *              last and the rest of the datagram is discarded
+ *   MC_K_EMPTY a datagram with nothing after the frame header
  * A new request is taken every cycle when the window holds it whole; the
  * window is refilled by a full beat whenever it has room, so requests of at
  * most BYTES bytes flow at one per cycle.  m_item_first / m_item_last mark
@@ -121,6 +121,8 @@ module kv_mc_rx #
     output wire                     stat_served
 );
 
+`include "kv_mc_defs.vh"
+
 localparam BYTES = DATA_W / 8;
 localparam W = REQ_BYTES + BYTES;       // window bytes
 localparam CW = $clog2(W + 1);           // window byte count width
@@ -129,24 +131,14 @@ localparam [32:0] REQ_BYTES33 = 33'd0 + REQ_BYTES;
 localparam [32:0] W33 = 33'd0 + W;
 localparam [32:0] BYTES33 = 33'd0 + BYTES;
 
-// item kinds
-localparam [2:0]
-    K_BIN = 3'd0,
-    K_BIG = 3'd1,
-    K_TRUNC = 3'd2,
-    K_MAGIC = 3'd3,
-    K_EMPTY = 3'd4,
-    K_DROP_SHORT = 3'd5,
-    K_DROP_HDR = 3'd6;
-
 // walker modes
 localparam [2:0]
     M_NEW = 3'd0,       // datagram started, protocol not known yet (window empty)
     M_BIN = 3'd1,
     M_TEXT = 3'd2,
-    M_SKIP = 3'd3,      // skipping the body of a K_BIG request
+    M_SKIP = 3'd3,      // skipping the body of a MC_K_BIG request
     M_DISCARD = 3'd4,   // discarding the rest of the datagram
-    M_DROP = 3'd5;      // emit the K_DROP item, then discard
+    M_DROP = 3'd5;      // emit the MC_K_DROP_* item, then discard
 
 // check configuration
 initial begin
@@ -200,17 +192,18 @@ assign m_item_valid = item_valid_reg;
 /*
  * request header fields at the window start
  */
-wire [7:0] magic = win_reg[7:0];
-wire [31:0] body_len = {win_reg[8*8 +: 8], win_reg[9*8 +: 8], win_reg[10*8 +: 8], win_reg[11*8 +: 8]};
-wire [32:0] req_len = {1'b0, body_len} + 33'd24;
+wire [7:0] magic = win_reg[8*MC_HDR_MAGIC +: 8];
+wire [31:0] body_len = {win_reg[8*MC_HDR_BODY_LEN +: 8], win_reg[8*(MC_HDR_BODY_LEN+1) +: 8],
+                        win_reg[8*(MC_HDR_BODY_LEN+2) +: 8], win_reg[8*(MC_HDR_BODY_LEN+3) +: 8]};
+wire [32:0] req_len = {1'b0, body_len} + {17'd0, MC_HDR_BYTES};
 wire [32:0] cnt33 = {{(33-CW){1'b0}}, cnt_reg};
-wire have_hdr = cnt33 >= 33'd24;
+wire have_hdr = cnt33 >= {17'd0, MC_HDR_BYTES};
 wire fits = req_len <= REQ_BYTES33;
 wire have_req = cnt33 >= req_len;
 wire out_free = !item_valid_reg || m_item_ready;
 
 wire [2:0] mode_eff = (mode_reg == M_NEW && cnt_reg != {CW{1'b0}}) ?
-                      (magic == 8'h80 ? M_BIN : M_TEXT) : mode_reg;
+                      (magic == MC_MAGIC_REQ ? M_BIN : M_TEXT) : mode_reg;
 
 /*
  * what the window does this cycle
@@ -230,7 +223,7 @@ reg text_valid;
 always @* begin
     consume = {CW{1'b0}};
     emit = 1'b0;
-    emit_kind = K_BIN;
+    emit_kind = MC_K_BIN;
     emit_last = 1'b0;
     emit_hdr = 1'b0;
     emit_cnt = 16'd0;
@@ -245,7 +238,7 @@ always @* begin
                 // window empty: a datagram with no request bytes, once it has ended
                 if (tail_reg && text_idle && out_free) begin
                     emit = 1'b1;
-                    emit_kind = K_EMPTY;
+                    emit_kind = MC_K_EMPTY;
                     emit_last = 1'b1;
                     done = 1'b1;
                 end
@@ -253,7 +246,7 @@ always @* begin
             M_DROP: begin
                 if (text_idle && out_free) begin
                     emit = 1'b1;
-                    emit_kind = drop_hdr_reg ? K_DROP_HDR : K_DROP_SHORT;
+                    emit_kind = drop_hdr_reg ? MC_K_DROP_HDR : MC_K_DROP_SHORT;
                     emit_last = 1'b1;
                     consume = cnt_reg;
                     done = tail_reg;
@@ -262,16 +255,16 @@ always @* begin
             end
             M_BIN: begin
                 if (text_idle && out_free) begin
-                    if (have_hdr && magic != 8'h80) begin
+                    if (have_hdr && magic != MC_MAGIC_REQ) begin
                         emit = 1'b1;
-                        emit_kind = K_MAGIC;
+                        emit_kind = MC_K_MAGIC;
                         emit_last = 1'b1;
                         consume = cnt_reg;
                         done = tail_reg;
                         mode_next = M_DISCARD;
                     end else if (have_hdr && fits && have_req) begin
                         emit = 1'b1;
-                        emit_kind = K_BIN;
+                        emit_kind = MC_K_BIN;
                         emit_last = tail_reg && cnt33 == req_len;
                         consume = req_len[CW-1:0];
                         done = emit_last;
@@ -281,7 +274,7 @@ always @* begin
                         mode_next = M_SKIP;
                     end else if (tail_reg) begin
                         emit = 1'b1;
-                        emit_kind = K_TRUNC;
+                        emit_kind = MC_K_TRUNC;
                         emit_last = 1'b1;
                         emit_cnt = {{(16-CW){1'b0}}, cnt_reg};
                         consume = cnt_reg;
@@ -293,7 +286,7 @@ always @* begin
                 if (text_idle && out_free) begin
                     if (skip_reg <= cnt33) begin
                         emit = 1'b1;
-                        emit_kind = K_BIG;
+                        emit_kind = MC_K_BIG;
                         emit_hdr = 1'b1;
                         emit_last = tail_reg && skip_reg == cnt33;
                         consume = skip_reg[CW-1:0];
@@ -305,10 +298,10 @@ always @* begin
                         skip_next = skip_reg - cnt33;
                         if (tail_reg) begin
                             emit = 1'b1;
-                            emit_kind = K_TRUNC;
+                            emit_kind = MC_K_TRUNC;
                             emit_hdr = 1'b1;
                             emit_last = 1'b1;
-                            emit_cnt = 16'd24;
+                            emit_cnt = MC_HDR_BYTES;
                             done = 1'b1;
                         end
                     end

@@ -29,22 +29,22 @@ pynq-kv: memcached text-protocol subset, byte serial
  * `get` takes its keys once the whole line has been checked.
  *
  * Per line (the rules and replies of frontend.md §6):
- *   get <key>+          any key > MAX_KEY: R_BADFMT; else one GET per key
- *                       (response kind RK_TVALUE) and RK_TEND
+ *   get <key>+          any key > MAX_KEY: MC_T_BADFMT; else one GET per key
+ *                       (response kind MC_RK_TVALUE) and MC_RK_TEND
  *   set k f e b [nr]    f, b: 1-10 digits, e: 1-10 digits after an optional
- *                       "-", else R_BADFMT (the data block is read as the
+ *                       "-", else MC_T_BADFMT (the data block is read as the
  *                       next line); then b + 2 bytes of data block (the first
- *                       MAX_VALUE kept), then key > MAX_KEY: R_BADFMT;
- *                       f or e != 0: R_FLAGS; b > MAX_VALUE: R_TOOLARGE;
- *                       block not ending in "\r\n": R_BADCHUNK; else SET
- *                       (RK_TSET, flag = noreply)
- *   delete k [0] [nr]   usage as §6 else R_DELUSAGE; key > MAX_KEY: R_BADFMT;
- *                       else DEL (RK_TDEL, flag = noreply)
- *   version             RK_TMSG VERSION line
- *   anything else       R_ERROR
+ *                       MAX_VALUE kept), then key > MAX_KEY: MC_T_BADFMT;
+ *                       f or e != 0: MC_T_FLAGS; b > MAX_VALUE: MC_T_TOOLARGE;
+ *                       block not ending in "\r\n": MC_T_BADCHUNK; else SET
+ *                       (MC_RK_TSET, flag = noreply)
+ *   delete k [0] [nr]   usage as §6 else MC_T_DELUSAGE; key > MAX_KEY:
+ *                       MC_T_BADFMT; else DEL (MC_RK_TDEL, flag = noreply)
+ *   version             MC_RK_TMSG, code MC_T_VERSION
+ *   anything else       MC_T_ERROR
  * A line without "\n" before the end of the datagram, or a set whose data
  * block is cut by it, ends the datagram (stat_truncated).  After the last
- * byte of a datagram one RK_NONE item with o_d_last closes it.
+ * byte of a datagram one MC_RK_NONE item with o_d_last closes it.
  * stat_req_text pulses for every command line taken (a set whose block is
  * cut is not taken, as in the reference model).
  *
@@ -100,36 +100,15 @@ module kv_mc_text #
     output wire                      stat_truncated
 );
 
+`include "kv_regs.vh"
+`include "kv_mc_defs.vh"
+
 localparam KB = KEY_W / 8;
 localparam VB = VALUE_W / 8;
 localparam MAX_KEY = KB - 1;
 localparam MAX_VALUE = VB - 1;
 localparam LAW = $clog2(LINE_BYTES);
 wire [31:0] max_value32 = MAX_VALUE;
-
-// response kinds (kv_mc_fmt)
-localparam [3:0]
-    RK_NONE = 4'd0,
-    RK_TVALUE = 4'd8,
-    RK_TEND = 4'd9,
-    RK_TSET = 4'd10,
-    RK_TDEL = 4'd11,
-    RK_TMSG = 4'd12;
-
-// RK_TMSG codes
-localparam [3:0]
-    T_ERROR = 4'd0,
-    T_BADFMT = 4'd1,
-    T_DELUSAGE = 4'd2,
-    T_FLAGS = 4'd3,
-    T_BADCHUNK = 4'd4,
-    T_TOOLARGE = 4'd5,
-    T_VERSION = 4'd6;
-
-localparam [4:0]
-    OP_GET = 5'd1,
-    OP_SET = 5'd3,
-    OP_DEL = 5'd4;
 
 localparam [2:0]
     S_LINE = 3'd0,      // taking the bytes of a command line
@@ -313,9 +292,9 @@ reg scan_adv;
 always @* begin
     emit = 1'b0;
     e_eng = 1'b0;
-    e_eop = OP_GET;
-    e_rk = RK_NONE;
-    e_code = T_ERROR;
+    e_eop = KV_OP_GET;
+    e_rk = MC_RK_NONE;
+    e_code = MC_T_ERROR;
     e_flag = 1'b0;
     e_last = 1'b0;
     e_key_scan = 1'b0;
@@ -357,26 +336,26 @@ always @* begin
             end else if (out_free) begin
                 emit = 1'b1;
                 req_text = 1'b1;
-                e_rk = RK_TMSG;
+                e_rk = MC_RK_TMSG;
                 if (c_get_reg && ntok_reg >= 3'd2) begin
-                    e_code = T_BADFMT;
+                    e_code = MC_T_BADFMT;
                 end else if (c_set_reg && n_set_ok) begin
-                    e_code = T_BADFMT;
+                    e_code = MC_T_BADFMT;
                 end else if (c_delete_reg && n_del_ok) begin
                     if (!del_usage_ok) begin
-                        e_code = T_DELUSAGE;
+                        e_code = MC_T_DELUSAGE;
                     end else if (klen_long) begin
-                        e_code = T_BADFMT;
+                        e_code = MC_T_BADFMT;
                     end else begin
-                        e_rk = RK_TDEL;
+                        e_rk = MC_RK_TDEL;
                         e_eng = 1'b1;
-                        e_eop = OP_DEL;
+                        e_eop = KV_OP_DEL;
                         e_flag = del_noreply;
                     end
                 end else if (c_version_reg && ntok_reg == 3'd1) begin
-                    e_code = T_VERSION;
+                    e_code = MC_T_VERSION;
                 end else begin
-                    e_code = T_ERROR;
+                    e_code = MC_T_ERROR;
                 end
                 line_reset = 1'b1;
                 state_next = dg_end_reg ? S_FLUSH : S_LINE;
@@ -387,12 +366,12 @@ always @* begin
                 if (out_free) begin
                     emit = 1'b1;
                     if (scan_in_tok_reg && !scan_cmd_reg) begin
-                        e_rk = RK_TVALUE;
+                        e_rk = MC_RK_TVALUE;
                         e_eng = 1'b1;
-                        e_eop = OP_GET;
+                        e_eop = KV_OP_GET;
                         e_key_scan = 1'b1;
                     end else begin
-                        e_rk = RK_TEND;
+                        e_rk = MC_RK_TEND;
                         line_reset = 1'b1;
                         state_next = dg_end_reg ? S_FLUSH : S_LINE;
                     end
@@ -400,9 +379,9 @@ always @* begin
             end else if (scan_sp && scan_in_tok_reg && !scan_cmd_reg) begin
                 if (out_free) begin
                     emit = 1'b1;
-                    e_rk = RK_TVALUE;
+                    e_rk = MC_RK_TVALUE;
                     e_eng = 1'b1;
-                    e_eop = OP_GET;
+                    e_eop = KV_OP_GET;
                     e_key_scan = 1'b1;
                     scan_adv = 1'b1;
                 end
@@ -424,19 +403,19 @@ always @* begin
             if (out_free) begin
                 emit = 1'b1;
                 req_text = 1'b1;
-                e_rk = RK_TMSG;
+                e_rk = MC_RK_TMSG;
                 if (klen_long) begin
-                    e_code = T_BADFMT;
+                    e_code = MC_T_BADFMT;
                 end else if (t3_nz_reg || t4_nz_reg) begin
-                    e_code = T_FLAGS;
+                    e_code = MC_T_FLAGS;
                 end else if (t5_val_reg > {2'b00, max_value32}) begin
-                    e_code = T_TOOLARGE;
+                    e_code = MC_T_TOOLARGE;
                 end else if (last2_reg != 16'h0d0a) begin
-                    e_code = T_BADCHUNK;
+                    e_code = MC_T_BADCHUNK;
                 end else begin
-                    e_rk = RK_TSET;
+                    e_rk = MC_RK_TSET;
                     e_eng = 1'b1;
-                    e_eop = OP_SET;
+                    e_eop = KV_OP_SET;
                     e_flag = set_noreply;
                 end
                 line_reset = 1'b1;

@@ -107,8 +107,8 @@ def hdl_parameters(manifest: dict) -> list[tuple[str, int, int | None]]:
 
 
 def rtl_files(manifest: dict) -> list[Path]:
-    """The sources the IP packages: every module of hw/rtl, the register header, the wrapper."""
-    files = sorted(RTL_DIR.glob("*.v")) + [RTL_DIR / "kv_regs.vh"]
+    """The sources the IP packages: every module and header of hw/rtl, the wrapper."""
+    files = sorted(RTL_DIR.glob("*.v")) + sorted(RTL_DIR.glob("*.vh"))
     if manifest["flow"] == "vitis":
         files.append(VIVADO_DIR / manifest["board"] / f"{manifest['ip']['module']}.v")
     return files
