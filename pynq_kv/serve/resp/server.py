@@ -12,9 +12,10 @@ Any other command first flushes the pipeline, so each client's replies stay in o
 client's replies of a tick go out in one transport.write.
 
 Latency (server.latency, /metrics' pynq_kv_frontend_request_duration_seconds{frontend="resp"}):
-each received chunk is stamped once (perf_counter) when data_received queues its commands; when
-the client's replies of that tick have been handed to the kernel (transport.write returned), the
-chunk's commands are observed together, weight = how many of them ran. So it is the server side
+each received chunk is stamped once when data_received queues its commands (the time.monotonic()
+it reads anyway for the idle timeout); once the tick's replies have all been handed to the
+kernel (transport.write returned), one more clock read, and each chunk's commands are observed
+together, weight = how many of them ran. So it is the server side
 of a request: from the loop reading it off the socket to its reply leaving in a write — not the
 kernel's or the network's share of a client's round trip.
 
@@ -37,7 +38,6 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from time import perf_counter
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -183,7 +183,7 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             if self.throttled and cmds:
                 self.awaiting = True
-            srv.queue.append((self, cmds, error, perf_counter()))
+            srv.queue.append((self, cmds, error, now))
             if not srv.scheduled:
                 srv.scheduled = True
                 srv.loop.call_soon(srv.tick)
@@ -506,10 +506,10 @@ class RespServer:
         return False
 
     def _write(self, touched: list[Connection]) -> None:
-        """Each touched client's replies of this tick in one transport.write, then their latency;
-        close the closing."""
+        """Each touched client's replies of this tick in one transport.write, then their latency
+        (one clock read for the tick); close the closing."""
         written = 0
-        observe = self.latency.observe
+        answered: list[list[tuple[float, int]]] = []
         for conn in touched:
             conn.touched = False
             out = conn.out
@@ -519,18 +519,21 @@ class RespServer:
                 if not conn.lost:
                     conn.transport.write(data)
                     written += len(data)
-            arrived = conn.arrived
-            if arrived:
+            if conn.arrived:
                 if not conn.lost:
-                    done = perf_counter()
-                    for stamp, n in arrived:
-                        observe(done - stamp, n)
-                arrived.clear()
+                    answered.append(conn.arrived)
+                conn.arrived = []
             if conn.closing or conn.eof:
                 conn.closing = True
                 if not conn.lost:
                     conn.transport.close()
         self.net_output_bytes += written
+        if answered:
+            done = time.monotonic()
+            observe = self.latency.observe
+            for arrived in answered:
+                for stamp, n in arrived:
+                    observe(done - stamp, n)
 
     def _resume(self, conn: Connection, queue: list, arrived: float) -> None:
         """Parse a throttled client's next command(s) now that its previous one has run; they
