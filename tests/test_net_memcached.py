@@ -359,8 +359,10 @@ def test_memcaslap_reports_what_pynq_kv_refuses(tmp_path: Path) -> None:
     """A control: values beyond MAX_VALUE make memcaslap print the server's errors."""
     running = ServerThread(lambda: KVEngine("model"))
     try:
-        _, other = memcaslap(running.server.port, write_config(tmp_path / "cfg", 64), 200)
-        assert other and all("SERVER_ERROR object too large for cache" in line for line in other)
+        stats, other = memcaslap(running.server.port, write_config(tmp_path / "cfg", 64), 200)
+        # (seen once in a loaded full run: no line at all; the counters tell what memcaslap saw)
+        assert other, (stats, running.stats())
+        assert all("SERVER_ERROR object too large for cache" in line for line in other)
         assert running.stats()["errors"] == len(other)
     finally:
         running.close()
