@@ -171,8 +171,6 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
         f"stash={g.stash} rules={g.rules} (capacity {g.capacity}, {occ.used} entries loaded"
         + (f" from {config.state}" if config.state else "") + ")",
     ]
-    if running.appliance.overlay is not None:
-        lines.append(f"  {running.appliance.overlay.describe()}")
     udp_label = ("memcached (binary + text) on udp://{}:{}, bridged to the virtual board's "
                  "Ethernet port (Verilated kv_top)" if uses_virtual_board(config)
                  else "memcached (binary + text) on udp://{}:{}")
