@@ -28,6 +28,19 @@ def test_buckets_are_le_and_weights_add() -> None:
     assert rec.cumulative() == [(0.001, 4), (0.01, 6), (0.1, 6), (float("inf"), 7)]
 
 
+def test_observe_since_is_observe_of_each_stamp() -> None:
+    """The RESP server's one call per tick counts exactly what one observe per chunk would."""
+    now = 0.0  # so that now - stamp is each elapsed time exactly
+    stamps = [(-0.0005, 1), (-0.001, 3), (-0.0011, 2), (-7.0, 1), (now, 4)]
+    one, each = LatencyRecorder((0.001, 0.01, 0.1)), LatencyRecorder((0.001, 0.01, 0.1))
+    one.observe_since(now, stamps)
+    for stamp, n in stamps:
+        each.observe(now - stamp, n)
+    assert one.counts == each.counts == [8, 2, 0, 1]
+    assert one.count == each.count == 11
+    assert one.sum == pytest.approx(each.sum)
+
+
 def test_bad_buckets_and_quantiles_are_refused() -> None:
     for bounds in ((), (0.1, 0.01), (0.1, 0.1), (0.0, 1.0)):
         with pytest.raises(ValueError):

@@ -104,10 +104,17 @@ class Pipeline(Generic[Item]):
         self.items.append(item)
 
     def flush(self) -> None:
-        """Run the pending batch on the engine and render its items; the pipeline is then empty."""
+        """Run the pending batch on the engine and render its items; the pipeline is then empty.
+
+        The three lists are emptied in place, not replaced, so a planner may hold their append
+        methods across flushes (run and render must not keep them)."""
         items = self.items
         if not items:
             return
-        keys, values = self.keys, self.values
-        self.items, self.keys, self.values = [], [], []
-        self._render(self.kind, items, self._run(self.kind, keys, values) if keys else None)
+        keys = self.keys
+        try:
+            self._render(self.kind, items, self._run(self.kind, keys, self.values) if keys else None)
+        finally:
+            items.clear()
+            keys.clear()
+            self.values.clear()

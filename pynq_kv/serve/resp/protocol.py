@@ -317,9 +317,10 @@ class RequestParser:
         token (_fast_tokens).
         """
         shape = self._last_shape  # a client mostly repeats one shape: try its last one first
-        if shape is None or not buf.startswith(shape[4]):
+        if (shape is None or not buf.startswith(shape[4])
+                or shape[0] is None and len(buf) >= 4 * shape[1]):
             shape = self._last_shape = self._shape(buf)
-        if shape is not None:
+        if shape is not None and shape[0] is not None:
             pattern, size, name, argc, _ = shape
             m = len(buf) // size
             end = m * size
@@ -348,7 +349,9 @@ class RequestParser:
         of this shape (same name, same lengths, every CRLF present) and captures its arguments
         after the name; `prefix` is the command's constant start, up to the payload of its
         first argument after the name. Patterns are compiled once per shape and kept (at most
-        SHAPES_MAX of them)."""
+        SHAPES_MAX of them). A shape not compiled because the buffer holds fewer than 4
+        commands' bytes comes back with pattern None: _fast then knows, from its prefix and
+        size alone, that an unpipelined client's next command needs no second look."""
         line = buf.find(b"\r\n", 0, 8)
         argc = self._fast_mbulk.get(buf[:line]) if line > 0 else None
         if argc is None or argc > 3:
@@ -375,8 +378,9 @@ class RequestParser:
             prefix = b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n"
             if argc > 1:
                 prefix += b"$%d\r\n" % lengths[1]
-            if (len(_SHAPES) >= SHAPES_MAX or len(buf) < 4 * size
-                    or not buf.startswith(prefix, 3 * size)):
+            if len(buf) < 4 * size:
+                return None, size, name, argc, prefix
+            if len(_SHAPES) >= SHAPES_MAX or not buf.startswith(prefix, 3 * size):
                 return None
             text = re.escape(b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n")
             for n in lengths[1:]:

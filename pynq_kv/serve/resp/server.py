@@ -94,7 +94,6 @@ class Connection(asyncio.Protocol):
         self.id = 0
         self.parser = RequestParser(server.config.max_bulk_len, server.fast_tables)
         self.out: list[bytes] = []
-        self.arrived: list[tuple[float, int]] = []  # this tick: (chunk's stamp, its commands run)
         self.resp3 = False
         self.nil = b"$-1\r\n"
         self.authenticated = server.requirepass is None
@@ -380,15 +379,32 @@ class RespServer:
         self._take_engine()  # one engine for the whole tick
         pipe: Pipeline = Pipeline(self._run_batch, self._render_batch)
         touched: list[Connection] = []
-        self.total_commands += self._dispatch(pipe, queue, touched)
+        answered: list[tuple[float, int]] = []  # (a chunk's stamp, how many of its commands ran)
+        self.total_commands += self._dispatch(pipe, queue, touched, answered)
         pipe.flush()
         self._write(touched)
+        if answered:  # one clock read once every reply of the tick is written
+            self.latency.observe_since(time.monotonic(), answered)
 
-    def _dispatch(self, pipe: Pipeline, queue: list, touched: list[Connection]) -> int:
+    def _dispatch(self, pipe: Pipeline, queue: list, touched: list[Connection],
+                  answered: list[tuple[float, int]]) -> int:
         """Plan every queued command into the pipeline, or run it in its turn (which flushes the
-        pipeline first); a client's commands stop at one that closes it. Returns how many ran."""
+        pipeline first); a client's commands stop at one that closes it. Returns how many ran;
+        each chunk that ran commands goes into answered with its stamp.
+
+        A GET or plain SET whose key (and value) fits, and a block of them — most of what clients
+        send — is planned right here, without a call: at one command (or one block) per client
+        per tick a call each is a measurable share of the server's time. Everything else, their
+        errors included, goes one command at a time through _plan.
+        """
         batching = self.config.batching
         plan, call = self._plan, self._call
+        table_get = self.commands.get
+        limits = self._limits
+        max_key, max_value = limits.max_key, limits.max_value
+        set_bytes = not limits.ints
+        add_item, add_key, add_value = pipe.items.append, pipe.keys.append, pipe.values.append
+        add_keys, add_values = pipe.keys.extend, pipe.values.extend
         count = 0
         i = 0
         while i < len(queue):  # throttled clients may append while we run
@@ -403,20 +419,62 @@ class RespServer:
             before = count
             for args in cmds:
                 if type(args) is tuple:  # a block: one argument count, one column per argument
-                    if batch and self._plan_block(pipe, conn, args):
-                        count += len(args[0])
-                        continue
+                    # A block of GETs, or of plain SETs of byte strings, that all fit: one item.
+                    names = args[0]
+                    n = len(names)
+                    cmd = table_get(names[0])
+                    if batch and cmd is not None and names.count(names[0]) == n:
+                        if (cmd.batch == BATCH_GET and len(args) == 2
+                                and max(map(len, args[1])) <= max_key):
+                            if pipe.kind != _READ:
+                                pipe.flush()
+                                pipe.kind = _READ
+                            add_item((conn, _GET_BLOCK, n))
+                            add_keys(args[1])
+                            count += n
+                            continue
+                        if (cmd.batch == BATCH_SET and len(args) == 3 and set_bytes
+                                and max(map(len, args[1])) <= max_key
+                                and max(map(len, args[2])) <= max_value):
+                            if pipe.kind != _WRITE:
+                                pipe.flush()
+                                pipe.kind = _WRITE
+                            add_item((conn, _SET_BLOCK, n))
+                            add_keys(args[1])
+                            add_values(args[2])
+                            count += n
+                            continue
                     count += self._plan_rows(pipe, conn, args, batch)
                 else:
                     count += 1
-                    if batch and plan(pipe, conn, args):
-                        continue
+                    if batch:
+                        cmd = table_get(args[0])
+                        if cmd is not None:
+                            n = len(args)
+                            if cmd.batch == BATCH_GET and n == 2 and len(args[1]) <= max_key:
+                                if pipe.kind != _READ:
+                                    pipe.flush()
+                                    pipe.kind = _READ
+                                add_item((conn, BATCH_GET, 1))
+                                add_key(args[1])
+                                continue
+                            if (cmd.batch == BATCH_SET and n == 3 and set_bytes
+                                    and len(args[1]) <= max_key and len(args[2]) <= max_value):
+                                if pipe.kind != _WRITE:
+                                    pipe.flush()
+                                    pipe.kind = _WRITE
+                                add_item((conn, BATCH_SET, 1))
+                                add_key(args[1])
+                                add_value(args[2])
+                                continue
+                        if plan(pipe, conn, args):
+                            continue
                     pipe.flush()
                     call(conn, args)
                 if conn.closing:
                     break
             if count > before:
-                conn.arrived.append((arrived, count - before))
+                answered.append((arrived, count - before))
             if error is not None or conn.throttled or conn.awaiting:
                 pipe.flush()  # its replies come before the protocol error, or the next command
                 if error is not None and not conn.closing:
@@ -445,8 +503,9 @@ class RespServer:
     def _plan(self, pipe: Pipeline, conn: Connection, args: list[bytes]) -> bool:
         """Put a GET, MGET, EXISTS or plain SET into the pipeline; False for any other command.
 
-        The checks are the handlers' (Limits, key_error, value_in); on this path, run for every
-        command, the key-length test reads Limits.max_key directly instead of calling key_fits.
+        The checks are the handlers' (Limits, key_error, value_in). _dispatch has already planned
+        a GET or a byte-string SET that fits, so here they are the refused ones, the integer
+        SETs, MGET and EXISTS; they are planned the same whichever function sees them.
         """
         cmd = self.commands.get(args[0])
         if cmd is None or not cmd.batch:
@@ -485,31 +544,9 @@ class RespServer:
             pipe.ready((conn, 0, E.error_reply(key_error(self, longest))), _READ)
         return True
 
-    def _plan_block(self, pipe: Pipeline, conn: Connection, block: tuple) -> bool:
-        """A block of GETs, or of plain SETs of byte strings, that all fit: one pipeline item."""
-        names = block[0]
-        n = len(names)
-        cmd = self.commands.get(names[0])
-        if cmd is None or names.count(names[0]) != n:
-            return False
-        limits = self._limits
-        kind = cmd.batch
-        if kind == BATCH_GET:
-            if len(block) == 2 and max(map(len, block[1])) <= limits.max_key:
-                pipe.extend(_READ, (conn, _GET_BLOCK, n), block[1])
-                return True
-        elif (kind == BATCH_SET and len(block) == 3 and not limits.ints
-                and max(map(len, block[1])) <= limits.max_key
-                and max(map(len, block[2])) <= limits.max_value):
-            pipe.extend(_WRITE, (conn, _SET_BLOCK, n), block[1], block[2])
-            return True
-        return False
-
     def _write(self, touched: list[Connection]) -> None:
-        """Each touched client's replies of this tick in one transport.write, then their latency
-        (one clock read for the tick); close the closing."""
+        """Each touched client's replies of this tick in one transport.write; close the closing."""
         written = 0
-        answered: list[list[tuple[float, int]]] = []
         for conn in touched:
             conn.touched = False
             out = conn.out
@@ -519,21 +556,11 @@ class RespServer:
                 if not conn.lost:
                     conn.transport.write(data)
                     written += len(data)
-            if conn.arrived:
-                if not conn.lost:
-                    answered.append(conn.arrived)
-                conn.arrived = []
             if conn.closing or conn.eof:
                 conn.closing = True
                 if not conn.lost:
                     conn.transport.close()
         self.net_output_bytes += written
-        if answered:
-            done = time.monotonic()
-            observe = self.latency.observe
-            for arrived in answered:
-                for stamp, n in arrived:
-                    observe(done - stamp, n)
 
     def _resume(self, conn: Connection, queue: list, arrived: float) -> None:
         """Parse a throttled client's next command(s) now that its previous one has run; they
