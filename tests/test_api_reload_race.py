@@ -1,0 +1,66 @@
+"""Reloads racing writes (issue 16): no acknowledged write lost, no acknowledged delete undone.
+
+The storm runs against a real `pynq-kv serve` (benchmarks/_abuse_admin.py, which
+benchmarks/abuse.py runs for 30 s); the lease rules of Appliance are checked on their own too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from pynq_kv import KVEngine
+from pynq_kv.appliance import Appliance
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _abuse_admin import run_reload_race  # noqa: E402
+
+
+def test_rest_and_resp_writes_survive_a_reload_loop() -> None:
+    result = run_reload_race(4.0, delete_keys=2000)
+    assert result["crashes"] == 0 and result["server_errors"] == 0, result
+    assert result["reloads"] >= 10 and result["reloads_refused"] == 0, result
+    assert result["acknowledged_writes"] >= 500 and result["acknowledged_deletes"] >= 100, result
+    assert result["keys_lost"] == 0, result
+    assert result["keys_resurrected"] == 0, result
+
+
+def test_a_reload_waits_for_lent_engines_and_holds_new_leases_back() -> None:
+    appliance = Appliance(lambda: KVEngine(rows=64, rules=16))
+
+    async def scenario() -> list[str]:
+        events: list[str] = []
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with appliance.lease() as engine:
+                events.append("lent")
+                await release.wait()
+                engine.set(b"late", b"1")  # acknowledged while the reload waits
+                events.append("written")
+
+        async def latecomer() -> None:
+            async with appliance.lease() as engine:
+                events.append("late lease")
+                assert engine is appliance.engine
+
+        first = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        old = appliance.engine
+        reload = asyncio.create_task(appliance.reload_when_idle())
+        await asyncio.sleep(0)
+        late = asyncio.create_task(latecomer())
+        await asyncio.sleep(0.01)
+        assert appliance.engine is old and events == ["lent"]  # both wait for the holder
+        release.set()
+        await asyncio.gather(first, reload, late)
+        events.append("reloaded" if appliance.engine is not old else "not reloaded")
+        return events
+
+    try:
+        events = asyncio.run(scenario())
+        assert events == ["lent", "written", "late lease", "reloaded"]
+        assert appliance.engine.get(b"late") == b"1"
+    finally:
+        appliance.close()
