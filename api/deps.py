@@ -56,19 +56,33 @@ _bearer = HTTPBearer(auto_error=False, description="The admin token (serve --adm
                                                     "required by every route that changes something")
 
 
+TOKEN_REFUSED = "this route needs the admin bearer token (Authorization: Bearer TOKEN)"
+
+
+def token_matches(token: str, authorization: str) -> bool:
+    """Whether an Authorization header value carries token as a bearer credential
+    (constant-time compare; the scheme is case-insensitive, as HTTPBearer reads it)."""
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        given = ""
+    return secrets.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+
+
 async def require_token(
     request: Request,
     credentials: Annotated[Optional[HTTPAuthorizationCredentials], Depends(_bearer)],
 ) -> None:
-    """Let the request through if no token is configured or it carries the right one."""
+    """Let the request through if no token is configured or it carries the right one.
+
+    This dependency is what declares a route as needing the token; limits.BodyGuard makes the
+    same check (token_matches) before the body is read. `credentials` puts the bearer scheme
+    in the OpenAPI document.
+    """
     token: Optional[str] = request.app.state.token
     if not token:
         return
-    given = credentials.credentials if credentials is not None else ""
-    if not secrets.compare_digest(given.encode("utf-8"), token.encode("utf-8")):
-        raise HTTPException(401, "this route needs the admin bearer token "
-                                 "(Authorization: Bearer TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer"})
+    if not token_matches(token, request.headers.get("authorization", "")):
+        raise HTTPException(401, TOKEN_REFUSED, headers={"WWW-Authenticate": "Bearer"})
 
 
 ApplianceDep = Annotated[Appliance, Depends(get_appliance)]

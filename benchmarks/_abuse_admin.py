@@ -322,19 +322,23 @@ def _stream_put(port: int, path: str, size: int, *, authorized: bool, chunked: b
     block = b'{"value": "' + b"a" * chunk
     sent = 0
     try:
-        while sent < size:
-            if select.select([sock], [], [], 0)[0]:
-                break
-            piece = block[:min(chunk, size - sent)]
-            sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
-            sent += len(piece)
-        else:
-            if chunked:
-                sock.sendall(b"0\r\n\r\n")
+        try:
+            while sent < size:
+                if select.select([sock], [], [], 0)[0]:
+                    break
+                piece = block[:min(chunk, size - sent)]
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                sent += len(piece)
+            else:
+                if chunked:
+                    sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed: its answer may still be queued here
         sock.settimeout(IO_TIMEOUT)
-        status_line = sock.makefile("rb").readline()
-    except (BrokenPipeError, ConnectionResetError):
-        status_line = b""
+        try:
+            status_line = sock.makefile("rb").readline()
+        except ConnectionResetError:
+            status_line = b""
     finally:
         sock.close()
     parts = status_line.split()
@@ -345,7 +349,8 @@ def run_big_body(size_bytes: int, *, authorized: bool = False, chunked: bool = F
                  ) -> dict[str, Any]:
     """One PUT with a body of size_bytes against a fresh server; its memory and the loop's stall.
 
-    peak_rss_mb is the server's VmHWM after the request, idle_rss_mb its VmRSS before.
+    peak_rss_mb is the server's VmHWM after the request, idle_rss_mb its VmRSS before;
+    key_stored: whether the PUT's key is in the table afterwards.
     """
     with serving() as server:
         time.sleep(0.2)
@@ -358,7 +363,8 @@ def run_big_body(size_bytes: int, *, authorized: bool = False, chunked: bool = F
             time.sleep(0.1)
         crashed = not server.alive
         peak = rss_mb(server.proc.pid, "VmHWM") if not crashed else -1.0
-        occupancy = -1 if crashed else json.loads(server.http("GET", "/healthz")[1]).get("status")
+        health = -1 if crashed else json.loads(server.http("GET", "/healthz")[1]).get("status")
+        stored = not crashed and server.http("GET", "/v1/entries/big")[0] == 200
         return {
             "size_bytes": size_bytes,
             "authorized": authorized,
@@ -370,7 +376,8 @@ def run_big_body(size_bytes: int, *, authorized: bool = False, chunked: bool = F
             "peak_rss_mb": round(peak, 1),
             "max_control_stall_ms": round(stalls.worst_ms, 1),
             "control_failures": stalls.failures,
-            "healthz_after": occupancy,
+            "healthz_after": health,
+            "key_stored": stored,
             "crashes": int(crashed),
         }
 
