@@ -55,13 +55,15 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float:
 
 
 class Server:
-    """`pynq-kv serve` (model backend, admin token set, UDP off) on free loopback ports."""
+    """`pynq-kv serve` (model backend, admin token set, UDP off) on free loopback ports;
+    rows: the table's rows per way (None: serve's default geometry)."""
 
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, rows: Optional[int] = None) -> None:
         self.resp_port, self.admin_port = free_port(), free_port()
         env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pynq_kv", "--backend", "model", "serve", "--bind", HOST,
+            [sys.executable, "-m", "pynq_kv", "--backend", "model",
+             *(["--rows", str(rows)] if rows else []), "serve", "--bind", HOST,
              "--resp-port", str(self.resp_port), "--admin-port", str(self.admin_port),
              "--disable", "udp", "--admin-token", TOKEN, "--log-level", "warning", *extra],
             env=env, stdin=subprocess.DEVNULL)
@@ -102,8 +104,8 @@ class Server:
 
 
 @contextmanager
-def serving(*extra: str) -> Iterator[Server]:
-    server = Server(*extra)
+def serving(*extra: str, rows: Optional[int] = None) -> Iterator[Server]:
+    server = Server(*extra, rows=rows)
     try:
         yield server
     finally:
@@ -160,53 +162,62 @@ class Resp:
 
 
 class Stalls:
-    """A control client in a thread: the slowest answer it got, in ms, and whether one failed."""
+    """A control client in its own process (so the load generator's threads do not delay it):
+    the slowest answer it got, in ms, and how many failed. kind: "healthz" or "ping"."""
 
-    def __init__(self, probe: Any, period: float = 0.01) -> None:
-        self.probe, self.period = probe, period
+    def __init__(self, kind: str, port: int, period: float = 0.01) -> None:
+        self.args = [sys.executable, __file__, "--poll", kind, str(port), str(period)]
         self.worst_ms = 0.0
         self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="control-poller", daemon=True)
 
     def __enter__(self) -> "Stalls":
-        self._thread.start()
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != b"polling":
+            raise RuntimeError("the control poller did not start")
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(IO_TIMEOUT)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            began = time.perf_counter()
-            try:
-                ok = self.probe()
-            except OSError:
-                ok = False
-            self.worst_ms = max(self.worst_ms, (time.perf_counter() - began) * 1e3)
-            self.failures += not ok
-            self._stop.wait(self.period)
+        out, _ = self.proc.communicate(b"", timeout=IO_TIMEOUT)  # EOF on stdin: stop
+        found = json.loads(out)
+        self.worst_ms, self.failures = found["worst_ms"], found["failures"]
 
 
-def _healthz_probe(port: int) -> Any:
-    conn = http.client.HTTPConnection(HOST, port, timeout=IO_TIMEOUT)
-    return lambda: request(conn, "GET", "/healthz")[0] == 200
-
-
-def _ping_probe(port: int) -> Any:
-    client = Resp(port)
-    return lambda: client.call("PING") == "PONG"
+def _poll(kind: str, port: int, period: float) -> None:
+    """The control poller's process: probe until stdin closes, then print the figures."""
+    if kind == "healthz":
+        conn = http.client.HTTPConnection(HOST, port, timeout=IO_TIMEOUT)
+        probe = lambda: request(conn, "GET", "/healthz")[0] == 200  # noqa: E731
+    else:
+        client = Resp(port)
+        probe = lambda: client.call("PING") == "PONG"  # noqa: E731
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    worst, failures = 0.0, 0
+    print("polling", flush=True)
+    while not stop.is_set():
+        began = time.perf_counter()
+        try:
+            ok = probe()
+        except OSError:
+            ok = False
+        worst = max(worst, time.perf_counter() - began)
+        failures += not ok
+        stop.wait(period)
+    print(json.dumps({"worst_ms": round(worst * 1e3, 1), "failures": failures}), flush=True)
 
 
 def run_reload_race(seconds: float, *, rest_writers: int = 2, resp_writers: int = 1,
-                    delete_keys: int = 3000) -> dict[str, Any]:
+                    delete_keys: int = 3000, rows: int = 32768) -> dict[str, Any]:
     """Writers and a deleter against a reload loop for `seconds`; what was acknowledged and lost.
+
+    rows (per way, 4 ways) leaves room for every write of a 30 s run; each reload copies the
+    whole table, so a bigger one makes reloads (and the loop's stall during them) longer.
 
     keys_lost: acknowledged PUTs/SETs absent (or with another value) afterwards;
     keys_resurrected: keys answered 204 on DELETE that are present afterwards.
     """
-    with serving() as server:
+    with serving(rows=rows) as server:
         seed = Resp(server.resp_port)
         for start in range(0, delete_keys, 500):
             args = []
@@ -218,6 +229,7 @@ def run_reload_race(seconds: float, *, rest_writers: int = 2, resp_writers: int 
         deleted: list[str] = []
         errors: list[str] = []
         reloads = [0, 0]  # answered 200, answered otherwise
+        full = [0]  # PUTs refused with 507: the table is full
 
         def rest_writer(n: int) -> None:
             conn = http.client.HTTPConnection(HOST, server.admin_port, timeout=IO_TIMEOUT)
@@ -227,6 +239,8 @@ def run_reload_race(seconds: float, *, rest_writers: int = 2, resp_writers: int 
                 status, body = request(conn, "PUT", f"/v1/entries/{key}", {"value": value}, AUTH)
                 if status in (200, 201):
                     written[key] = value
+                elif status == 507:
+                    full[0] += 1
                 elif status >= 500:
                     errors.append(f"PUT {key}: {status} {body[:200]!r}")
                 i += 1
@@ -273,7 +287,7 @@ def run_reload_race(seconds: float, *, rest_writers: int = 2, resp_writers: int 
 
         for worker in workers:
             worker.run = guarded(worker.run)  # type: ignore[method-assign]
-        with Stalls(_healthz_probe(server.admin_port)) as stalls:
+        with Stalls("healthz", server.admin_port) as stalls:
             for worker in workers:
                 worker.start()
             time.sleep(seconds)
@@ -298,6 +312,7 @@ def run_reload_race(seconds: float, *, rest_writers: int = 2, resp_writers: int 
             "keys_resurrected": resurrected,
             "reloads": reloads[0],
             "reloads_refused": reloads[1],
+            "writes_refused_full": full[0],
             "server_errors": len(errors) + len(failed),
             "first_errors": (errors + [repr(exc) for exc in failed])[:3],
             "max_control_stall_ms": round(stalls.worst_ms, 1),
@@ -355,7 +370,7 @@ def run_big_body(size_bytes: int, *, authorized: bool = False, chunked: bool = F
     with serving() as server:
         time.sleep(0.2)
         idle = rss_mb(server.proc.pid)
-        with Stalls(_ping_probe(server.resp_port)) as stalls:
+        with Stalls("ping", server.resp_port) as stalls:
             began = time.perf_counter()
             status, sent = _stream_put(server.admin_port, "/v1/entries/big", size_bytes,
                                        authorized=authorized, chunked=chunked)
@@ -387,7 +402,12 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--size", type=int, default=500_000_000)
+    parser.add_argument("--poll", nargs=3, metavar=("KIND", "PORT", "PERIOD"),
+                        help=argparse.SUPPRESS)  # the control poller's own process
     args = parser.parse_args()
+    if args.poll:
+        _poll(args.poll[0], int(args.poll[1]), float(args.poll[2]))
+        return
     out = {"reload_race": run_reload_race(args.seconds),
            "big_body": [run_big_body(args.size, authorized=auth, chunked=chunked)
                         for auth in (False, True) for chunked in (False, True)]}

@@ -18,7 +18,7 @@ from _abuse_admin import run_reload_race  # noqa: E402
 
 
 def test_rest_and_resp_writes_survive_a_reload_loop() -> None:
-    result = run_reload_race(4.0, delete_keys=2000)
+    result = run_reload_race(4.0, delete_keys=2000, rows=4096)
     assert result["crashes"] == 0 and result["server_errors"] == 0, result
     assert result["reloads"] >= 10 and result["reloads_refused"] == 0, result
     assert result["acknowledged_writes"] >= 500 and result["acknowledged_deletes"] >= 100, result
