@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pynq_kv import KVEngine
 from pynq_kv.appliance import Appliance
+from pynq_kv_api.deps import get_appliance
+from pynq_kv_api.main import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from _abuse_admin import run_reload_race  # noqa: E402
@@ -62,5 +64,48 @@ def test_a_reload_waits_for_lent_engines_and_holds_new_leases_back() -> None:
         events = asyncio.run(scenario())
         assert events == ["lent", "written", "late lease", "reloaded"]
         assert appliance.engine.get(b"late") == b"1"
+    finally:
+        appliance.close()
+
+
+def test_a_slow_export_reader_does_not_hold_reloads_back() -> None:
+    """The lease ends when the route returns, before its (streamed) response is sent."""
+    appliance = Appliance(lambda: KVEngine(rows=64, rules=16))
+    for i in range(50):
+        appliance.engine.set(f"k{i}".encode(), b"v")
+    app = create_app(token=None)
+    app.dependency_overrides[get_appliance] = lambda: appliance
+
+    async def scenario() -> int:
+        first_body = asyncio.Event()
+        reader_stuck = asyncio.Event()  # never set: the client stops reading
+
+        requested = False
+
+        async def receive() -> dict:
+            nonlocal requested
+            if requested:  # the client stays connected and sends nothing more
+                await reader_stuck.wait()
+            requested = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            if message["type"] == "http.response.body":
+                first_body.set()
+                await reader_stuck.wait()
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "GET", "scheme": "http", "path": "/v1/entries",
+                 "raw_path": b"/v1/entries", "query_string": b"format=ndjson", "root_path": "",
+                 "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1), "headers": []}
+        export = asyncio.create_task(app(scope, receive, send))
+        await asyncio.wait_for(first_body.wait(), 5)
+        try:
+            return await asyncio.wait_for(appliance.reload_when_idle(), 5)
+        finally:
+            export.cancel()
+
+    try:
+        assert asyncio.run(scenario()) == 50
     finally:
         appliance.close()
