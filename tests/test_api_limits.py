@@ -23,6 +23,7 @@ from pynq_kv_api.deps import get_appliance
 from pynq_kv_api.main import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from _abuse_admin import AUTH as SERVER_AUTH  # noqa: E402
 from _abuse_admin import HOST, run_big_body, serving  # noqa: E402
 
 HUGE = 10 ** 9
@@ -134,6 +135,15 @@ def test_serve_settings_carry_the_limits() -> None:
     for bad in (0, -1, 1.5, True, "1"):
         with pytest.raises(ConfigError, match="admin_max_body"):
             build_config({"admin_max_body": bad}, {})
+
+
+def test_serve_applies_the_limits_of_its_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "serve.toml"
+    config.write_text("admin_max_body = 100\n")
+    with serving("--config", str(config)) as server:
+        assert server.http("PUT", "/v1/entries/k", {"value": "v" * 100}, SERVER_AUTH)[0] == 413
+        assert server.http("PUT", "/v1/entries/k", {"value": "v"}, SERVER_AUTH)[0] == 201
+        assert server.http("GET", "/v1/entries/k")[0] == 200
 
 
 def test_200_mb_without_the_token_costs_the_server_no_memory() -> None:
