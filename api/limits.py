@@ -10,8 +10,8 @@ of the body is read:
 
 and for a body of no declared length (chunked) counts bytes as the route reads them, answering
 413 at the first chunk past the limit, so nothing beyond the limit plus one chunk is held.
-Early refusals close the connection (`Connection: close`): the client's unread body is not
-drained by the server.
+Refusals of a request with a body close the connection (`Connection: close`): the client's
+unread body is not drained by the server.
 """
 
 from __future__ import annotations
@@ -68,16 +68,18 @@ class BodyGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {name.lower(): value for name, value in scope["headers"]}
+        headers = dict(scope["headers"])  # ASGI header names are lower-case already
+        declared = headers.get(b"content-length", b"")
         route = self._route(scope)
         token: Optional[str] = self.api.state.token
         if token and needs_token(route) and not token_matches(
                 token, headers.get(b"authorization", b"").decode("latin-1")):
+            unread = declared.strip(b"0") != b"" or b"transfer-encoding" in headers
             await self._refuse(scope, receive, send, 401, TOKEN_REFUSED,
-                               {"WWW-Authenticate": "Bearer", "Connection": "close"})
+                               {"WWW-Authenticate": "Bearer",
+                                **({"Connection": "close"} if unread else {})})
             return
         limit = self.limit_of(route)
-        declared = headers.get(b"content-length", b"")
         if declared.isdigit() and int(declared) > limit:
             refusal = too_large(limit)
             await self._refuse(scope, receive, send, 413, refusal.detail, refusal.headers)

@@ -76,6 +76,9 @@ def test_no_token_is_401_before_a_byte_of_the_body_is_read(method: str, path: st
                 "content-length": str(HUGE), "content-type": "application/json", **auth})
             assert (status, reads) == (401, 0)
             assert headers["www-authenticate"] == "Bearer" and headers["connection"] == "close"
+        # with no body to leave unread, the connection stays open for the next request
+        status, headers, reads = call(app, method, path, {})
+        assert (status, reads) == (401, 0) and "connection" not in headers
         assert len(appliance.engine) == 0
     finally:
         appliance.close()
