@@ -1,14 +1,15 @@
 """Dependencies every router shares: the appliance, its engine, its layout, the bearer token.
 
-`get_engine` returns ``appliance.engine`` at request time, never a copy kept at start-up: a
-reload replaces the engine. Tests replace `get_appliance` (or `get_engine`) through
+`get_engine` lends the route ``appliance.engine`` for the route's whole run
+(`Appliance.lease`): a reload waits until the route has returned, so the engine a route writes to
+is the one being served when it answers. Tests replace `get_appliance` (or `get_engine`) through
 ``app.dependency_overrides``.
 """
 
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Optional
+from typing import Annotated, AsyncIterator, Optional
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -28,8 +29,11 @@ def get_appliance(request: Request) -> Appliance:
     return appliance
 
 
-def get_engine(appliance: Annotated[Appliance, Depends(get_appliance)]) -> KVEngine:
-    return appliance.engine
+async def get_engine(appliance: Annotated[Appliance, Depends(get_appliance)]) -> AsyncIterator[KVEngine]:
+    """The served engine, lent until the route function returns (before the response is sent:
+    a slow reader must not hold reloads back)."""
+    async with appliance.lease() as engine:
+        yield engine
 
 
 def get_layout(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[FieldLayout]:
@@ -52,23 +56,37 @@ _bearer = HTTPBearer(auto_error=False, description="The admin token (serve --adm
                                                     "required by every route that changes something")
 
 
+TOKEN_REFUSED = "this route needs the admin bearer token (Authorization: Bearer TOKEN)"
+
+
+def token_matches(token: str, authorization: str) -> bool:
+    """Whether an Authorization header value carries token as a bearer credential
+    (constant-time compare; the scheme is case-insensitive, as HTTPBearer reads it)."""
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        given = ""
+    return secrets.compare_digest(given.encode("utf-8"), token.encode("utf-8"))
+
+
 async def require_token(
     request: Request,
     credentials: Annotated[Optional[HTTPAuthorizationCredentials], Depends(_bearer)],
 ) -> None:
-    """Let the request through if no token is configured or it carries the right one."""
+    """Let the request through if no token is configured or it carries the right one.
+
+    This dependency is what declares a route as needing the token; limits.BodyGuard makes the
+    same check (token_matches) before the body is read. `credentials` puts the bearer scheme
+    in the OpenAPI document.
+    """
     token: Optional[str] = request.app.state.token
     if not token:
         return
-    given = credentials.credentials if credentials is not None else ""
-    if not secrets.compare_digest(given.encode("utf-8"), token.encode("utf-8")):
-        raise HTTPException(401, "this route needs the admin bearer token "
-                                 "(Authorization: Bearer TOKEN)",
-                            headers={"WWW-Authenticate": "Bearer"})
+    if not token_matches(token, request.headers.get("authorization", "")):
+        raise HTTPException(401, TOKEN_REFUSED, headers={"WWW-Authenticate": "Bearer"})
 
 
 ApplianceDep = Annotated[Appliance, Depends(get_appliance)]
-EngineDep = Annotated[KVEngine, Depends(get_engine)]
+EngineDep = Annotated[KVEngine, Depends(get_engine, scope="function")]
 LayoutDep = Annotated[Optional[FieldLayout], Depends(get_layout)]
 ImportsDep = Annotated[ImportJobs, Depends(get_imports)]
 LatenciesDep = Annotated[dict[str, LatencyRecorder], Depends(get_latencies)]

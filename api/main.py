@@ -26,9 +26,8 @@ from pynq_kv.latency import LatencyRecorder
 
 from . import errors
 from .imports import ImportJobs
+from .limits import MAX_BODY_BYTES, MAX_IMPORT_BYTES, BodyGuard
 from .routers import dashboard, entries, health, lookup, metrics, overlay, rules, stats
-
-MAX_IMPORT_BYTES = 256 << 20
 
 
 class _RequestCounter:
@@ -60,12 +59,17 @@ class _RequestCounter:
 
 def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = None,
                config: Optional[dict[str, Any]] = None,
+               max_body_bytes: int = MAX_BODY_BYTES,
                max_import_bytes: int = MAX_IMPORT_BYTES) -> FastAPI:
     """The admin app for appliance (None: tests provide one through dependency_overrides).
 
     token: the bearer token mutating routes require (None or "": no check, loopback only).
     config: the serve settings shown by /v1/overlay, secrets already hidden.
+    max_body_bytes / max_import_bytes: the largest request body of any route / of a bulk
+    import (POST /v1/entries); larger ones are 413 before they are read (limits.BodyGuard).
     """
+    if max_body_bytes < 1 or max_import_bytes < 1:
+        raise ValueError("body limits must be at least 1 byte")
     app = FastAPI(
         title="pynq-kv admin",
         version=__version__,
@@ -77,16 +81,23 @@ def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = 
     app.state.appliance = appliance
     app.state.token = token or None
     app.state.config = config
-    app.state.max_import_bytes = max_import_bytes
     app.state.imports = ImportJobs()
     counts: Counter = Counter()
     app.state.latency = LatencyRecorder()
+
+    def limit_of(route: object) -> int:
+        return max_import_bytes if getattr(route, "endpoint", None) is entries.import_entries \
+            else max_body_bytes
+
+    routers = (overlay, entries, rules, lookup, stats, metrics, health, dashboard)
+    app.add_middleware(BodyGuard, api=app, limit_of=limit_of,  # inside the counter: refusals count
+                       routes=[route for module in routers for route in module.router.routes])
     app.add_middleware(_RequestCounter, counts=counts, latency=app.state.latency)
     if appliance is not None:
         appliance.register_frontend("admin", lambda: {**counts, **app.state.imports.counts()},
                                     app.state.latency)
     errors.install(app)
-    for module in (overlay, entries, rules, lookup, stats, metrics, health, dashboard):
+    for module in routers:
         app.include_router(module.router)
     _serve_docs(app)
     app.mount("/static", StaticFiles(directory=dashboard.STATIC), name="static")

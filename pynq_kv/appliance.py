@@ -3,18 +3,27 @@
 Every front-end (Redis/RESP, memcached/UDP, the admin REST service) holds the `Appliance`, never
 a backend, and reaches the engine through `appliance.engine`. They all run on one asyncio event
 loop, so engine calls never interleave: no locks, and a REST write is ordered with RESP writes
-exactly as the loop runs them. Front-ends register a stats callable so INFO, /v1/stats and
+exactly as the loop runs them.
+
+A reload swaps `appliance.engine`. Code that takes the engine and uses it with no `await` in
+between (a RESP or UDP tick, one import chunk) always sees a live engine. Code that may await
+while it holds one (an admin request: FastAPI resolves dependencies, then runs the route) takes
+it with `async with appliance.lease()`; `reload_when_idle()` holds new leases back, waits for the
+lent ones to be returned, then reloads, so no request acknowledges a write to an engine a
+reload has already copied. Front-ends register a stats callable so INFO, /v1/stats and
 /metrics can show every front-end's counters side by side, and may register the
 `LatencyRecorder` they time their requests with (/metrics shows them as one histogram).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, AsyncIterator, Callable, Optional, Union
 
 from .engine import KVEngine
 from .latency import LatencyRecorder
@@ -45,6 +54,9 @@ class Appliance:
         self.reloads = 0
         self._frontends: dict[str, StatsFn] = {}
         self._latencies: dict[str, LatencyRecorder] = {}
+        self._leases = 0
+        self._reloading: Optional[asyncio.Future] = None  # done when the running reload ends
+        self._returned: Optional[asyncio.Future] = None  # done when the last lease comes back
         if state_path is not None and Path(state_path).exists():
             try:
                 self.engine.restore(state_path)
@@ -108,6 +120,41 @@ class Appliance:
         old.close()
         self.reloads += 1
         return restored
+
+    @contextlib.asynccontextmanager
+    async def lease(self) -> AsyncIterator[KVEngine]:
+        """The engine, for work that may await while holding it: no reload starts until it is
+        returned, and none is running while it is out."""
+        while self._reloading is not None:
+            await asyncio.shield(self._reloading)
+        self._leases += 1
+        try:
+            yield self.engine
+        finally:
+            self._leases -= 1
+            if not self._leases and self._returned is not None and not self._returned.done():
+                self._returned.set_result(None)
+
+    async def reload_when_idle(self) -> int:
+        """reload() on the loop once every lease is back; new leases wait until it is done.
+
+        One reload at a time. The reload itself runs on the loop without yielding (RESP and UDP
+        ticks must see the old engine or the new one, never the copy in between): for the model
+        a few ms per 10,000 entries.
+        """
+        while self._reloading is not None:
+            await asyncio.shield(self._reloading)
+        loop = asyncio.get_running_loop()
+        self._reloading = loop.create_future()
+        try:
+            if self._leases:
+                self._returned = loop.create_future()
+                await asyncio.shield(self._returned)
+            return self.reload()
+        finally:
+            self._returned = None
+            done, self._reloading = self._reloading, None
+            done.set_result(None)
 
     def save(self) -> Optional[int]:
         """Write the tables to the state file (atomically), if serve was given one."""

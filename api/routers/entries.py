@@ -98,15 +98,11 @@ async def list_entries(
                              headers={"Content-Disposition": f'attachment; filename="entries.{fmt.value}"'})
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise HTTPException(413, f"the file is larger than {limit} bytes")
+async def _read_body(request: Request) -> bytes:
+    """The body, read as a stream (limits.BodyGuard has refused it already if it is too long)."""
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > limit:
-            raise HTTPException(413, f"the file is larger than {limit} bytes")
     return bytes(body)
 
 
@@ -145,10 +141,11 @@ async def import_entries(
 
     Every line is checked first; a bad one is a 422 whose loc is ["body", line, column] and
     nothing is written. Otherwise 202 with the job (Location: its URL), which writes the records
-    in chunks; keys that find no room are counted in `failed`, the others are stored.
+    in chunks; keys that find no room are counted in `failed`, the others are stored. A body
+    over the import limit (256 MiB by default) is 413 before it is read.
     """
     fmt_name = _import_format(request, fmt)
-    body = await _read_body(request, request.app.state.max_import_bytes)
+    body = await _read_body(request)
     keys, values = await check_file(appliance.engine, body, fmt_name, encoding=encoding.value,
                                     int_keys=int_keys)
     job = jobs.start(lambda: appliance.engine, keys, values, fmt_name, chunk_size)

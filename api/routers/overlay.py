@@ -36,11 +36,13 @@ async def reload(appliance: ApplianceDep) -> ReloadResult:
     """Re-open the overlay through pynq_kv.load() (a board loads its bitstream again) and put
     every entry and rule back.
 
-    Counters start again from zero. If the new engine cannot be made or refuses the tables, the
-    old engine stays in service and the answer is 503.
+    Counters start again from zero. The reload waits for admin requests holding the engine to
+    finish (and holds new ones back), so none acknowledges a write the copy misses. If the new
+    engine cannot be made or refuses the tables, the old engine stays in service and the answer
+    is 503.
     """
     try:
-        restored = appliance.reload()
+        restored = await appliance.reload_when_idle()
     except (KVError, OSError) as exc:
         raise HTTPException(503, f"reload failed, the old engine is still serving: {exc}") from None
     return ReloadResult(restored=restored, reloads=appliance.reloads, backend=appliance.backend)

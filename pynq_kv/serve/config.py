@@ -61,6 +61,10 @@ class ServeConfig:
     layout: Optional[str] = None
     geometry: dict[str, int] = field(default_factory=dict)
     resp: dict[str, float] = field(default_factory=dict)  # RESP limits, see RESP_LIMITS
+    # The admin service's body limits in bytes: any request, a bulk import (POST /v1/entries);
+    # a larger body is 413 before it is read. None: the service's defaults (pynq_kv_api.limits).
+    admin_max_body: Optional[int] = None
+    admin_max_import: Optional[int] = None
     log_level: str = "info"
 
     def enabled(self, frontend: str) -> bool:
@@ -101,6 +105,11 @@ class ServeConfig:
             raise ConfigError(f"value_kind must be one of {', '.join(VALUE_KINDS)}, "
                               f"got {self.value_kind!r}")
         self._validate_resp_limits()
+        for name in ("admin_max_body", "admin_max_import"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ConfigError(f"{name} must be a whole number of bytes >= 1, got {value!r}")
         geometry = self.make_geometry()  # GeometryError names the bad or unknown field
         self.make_layout(geometry.key_width)
         if not is_loopback(self.bind):

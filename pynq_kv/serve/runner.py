@@ -96,7 +96,10 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
         def capture_signals(self) -> Iterator[None]:
             yield
 
-    app = create_app(running.appliance, token=config.admin_token, config=config.public())
+    limits = {name: value for name, value in (("max_body_bytes", config.admin_max_body),
+                                              ("max_import_bytes", config.admin_max_import))
+              if value is not None}
+    app = create_app(running.appliance, token=config.admin_token, config=config.public(), **limits)
     sock = _bound_tcp_socket(config.bind, config.admin_port)
     server = EmbeddedServer(uvicorn.Config(app, log_level="warning", access_log=False,
                                            lifespan="off"))
