@@ -20,11 +20,18 @@ The language is exactly Redis 7's, quirks included (util.c stringmatchlen):
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 _STAR, _QUESTION, _OPEN, _CLOSE, _BACKSLASH, _DASH, _CARET = b"*?[]\\-^"
 _ALL = (1 << 256) - 1  # accept sets are 256-bit integers: bit c accepts byte c
 _UPPER = ((1 << 26) - 1) << 65  # A-Z
+_STARS = re.compile(rb"\*+")
+# The members of a set, in Redis' order of tests: `\x` (an escape when a byte follows), then
+# `]` ends the set, then `x-y` (a range when two bytes follow x), then a single byte. Matched
+# in C; nothing follows the repetition, so the regex never backtracks.
+_SET_BODY = re.compile(rb"(?:\\.|[^\]\\]-.|[^\]])*", re.S)
+_SET_MEMBER = re.compile(rb"\\(.)|([^\]\\])-(.)|(.)", re.S)
 
 
 def _lower(c: int) -> int:
@@ -66,8 +73,7 @@ class Glob:
         while p < n:
             c = pat[p]
             if c == _STAR:
-                while p + 1 < n and pat[p + 1] == _STAR:
-                    p += 1
+                p = _STARS.match(pat, p).end() - 1  # a run of '*' is one '*'
                 sets.append(-1)
             else:
                 if c == _QUESTION:
@@ -88,33 +94,26 @@ class Glob:
     def _compile_set(self, p: int) -> tuple[int, int]:
         """(its last position, accepted bytes) of the set whose members start at p."""
         pat, nocase = self.pattern, self.nocase
-        n = len(pat)
-        negate = p < n and pat[p] == _CARET
+        negate = pat[p:p + 1] == b"^"
         if negate:
             p += 1
+        end = _SET_BODY.match(pat, p).end()
         accept = 0
-        while True:
-            left = n - p  # Redis' patternLen at this point
-            if left >= 2 and pat[p] == _BACKSLASH:
-                p += 1
-                accept |= 1 << pat[p]  # exact, even with nocase (as Redis)
-            elif left > 0 and pat[p] == _CLOSE:
-                break
-            elif left <= 0:
-                p -= 1  # unterminated: the set ends with the pattern
-                break
-            elif left >= 3 and pat[p + 1] == _DASH:
-                start, end = sorted((pat[p], pat[p + 2]))
+        # members repeat at most 256 + 256 * 256 ways: each distinct one is applied once
+        for escaped, start, stop, single in set(_SET_MEMBER.findall(pat, p, end)):
+            if escaped:
+                accept |= 1 << escaped[0]  # exact, even with nocase (as Redis)
+            elif start:
+                low, high = sorted((start[0], stop[0]))
                 if nocase:
-                    start, end = _lower(start), _lower(end)
-                if start <= end:
-                    span = (1 << (end + 1)) - (1 << start)
+                    low, high = _lower(low), _lower(high)
+                if low <= high:
+                    span = (1 << (high + 1)) - (1 << low)
                     accept |= _caseless(span) if nocase else span
-                p += 2
             else:
-                accept |= _caseless(1 << _lower(pat[p])) if nocase else 1 << pat[p]
-            p += 1
-        return p, accept ^ _ALL if negate else accept
+                accept |= _caseless(1 << _lower(single[0])) if nocase else 1 << single[0]
+        # at ']' the set ends there; unterminated, it ends with the pattern
+        return (end if end < len(pat) else end - 1), accept ^ _ALL if negate else accept
 
     def _mask(self, c: int) -> int:
         mask = self._masks.get(c)
