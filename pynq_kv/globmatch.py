@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-_STAR, _QUESTION, _OPEN, _CLOSE, _BACKSLASH, _DASH, _CARET = b"*?[]\\-^"
+_STAR, _QUESTION, _OPEN, _BACKSLASH = b"*?[\\"
 _ALL = (1 << 256) - 1  # accept sets are 256-bit integers: bit c accepts byte c
 _UPPER = ((1 << 26) - 1) << 65  # A-Z
 _STARS = re.compile(rb"\*+")
