@@ -25,6 +25,7 @@ def _config_values(srv: Server) -> dict[bytes, bytes]:
         b"requirepass": srv.requirepass or b"",
         b"maxmemory": b"0",
         b"maxmemory-policy": b"noeviction",
+        b"maxmemory-clients": str(cfg.maxmemory_clients).encode(),
         b"port": str(srv.port).encode(),
         b"bind": srv.host.encode(),
         b"protected-mode": b"no",
