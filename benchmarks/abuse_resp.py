@@ -34,6 +34,7 @@ HOST = "127.0.0.1"
 KNOWN_KEYS = 200
 CONTROL_EVERY = 0.01
 BANNER = re.compile(rb"Redis \(RESP2/RESP3\) on tcp://[\d.]+:(\d+)")
+ADMIN_BANNER = re.compile(rb"admin API on http://[\d.]+:(\d+)")
 
 
 def command(*args: bytes) -> bytes:
@@ -80,9 +81,11 @@ class Client:
 
 
 class Server:
-    """`pynq-kv serve` with RESP only on a free port; stderr (the log) goes to a file."""
+    """`pynq-kv serve` with RESP (and the admin service if asked) on free ports; stderr (the
+    log) goes to a file."""
 
-    def __init__(self, *serve_args: str, nofile: Optional[int] = None, rows: int = 1024) -> None:
+    def __init__(self, *serve_args: str, nofile: Optional[int] = None, rows: int = 1024,
+                 admin: bool = False) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="pynq-kv-abuse-")
         self.log_path = Path(self.tmp.name) / "serve.log"
         self.log = open(self.log_path, "wb")
@@ -94,15 +97,18 @@ class Server:
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pynq_kv", "--backend", "model", "--rows", str(rows), "serve",
-             "--bind", HOST, "--resp-port", "0", "--disable", "udp", "--disable", "admin",
-             *serve_args],
+             "--bind", HOST, "--resp-port", "0", "--admin-port", "0", "--disable", "udp",
+             *([] if admin else ["--disable", "admin"]), *serve_args],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
             preexec_fn=limit)
         deadline = time.monotonic() + 60
         while True:
-            match = BANNER.search(self.log_path.read_bytes())
-            if match:
+            log = self.log_path.read_bytes()
+            match = BANNER.search(log)
+            admin_match = ADMIN_BANNER.search(log)
+            if match and (admin_match or not admin):
                 self.port = int(match[1])
+                self.admin_port = int(admin_match[1]) if admin_match else None
                 break
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -122,8 +128,8 @@ class Server:
     def peak_rss_mb(self) -> float:
         return self.status_kb("VmHWM") / 1024
 
-    def log_lines(self) -> int:
-        return len(self.log_path.read_bytes().splitlines())
+    def log_lines(self, containing: bytes = b"") -> int:
+        return sum(1 for line in self.log_path.read_bytes().splitlines() if containing in line)
 
     def crashed(self) -> bool:
         return self.proc.poll() is not None
@@ -223,6 +229,7 @@ def _scenario(server: Server, run: Any) -> dict[str, Any]:
             for name in ("evicted_clients", "accept_errors", "closed_query_buffer_limit"):
                 result[name] = int(stats.get(name, -1))
         result["log_lines"] = server.log_lines()
+        result["log_accept_warnings"] = server.log_lines(b"cannot accept clients")
         result.update(extra)
         return result
     finally:
@@ -296,16 +303,31 @@ def run_client_memory(clients: int = 20, args_per_command: int = 900_000,
     return result
 
 
-def run_fd_exhaustion(nofile: int = 256, clients: int = 400,
-                      hold_seconds: float = 5.0) -> dict[str, Any]:
+def _served(frontend: str, port: int) -> bool:
+    """A new client of that front-end is answered (PING, or GET /healthz)."""
+    if frontend == "resp":
+        client = Client(port, timeout=2)
+        try:
+            return client.call(b"PING") == b"+PONG\r\n"
+        finally:
+            client.close()
+    with socket.create_connection((HOST, port), timeout=2) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
+        return sock.recv(12) == b"HTTP/1.1 200"
+
+
+def run_fd_exhaustion(nofile: int = 256, clients: int = 400, hold_seconds: float = 5.0,
+                      frontend: str = "resp") -> dict[str, Any]:
     """`clients` connections to a server limited to `nofile` descriptors, held hold_seconds,
-    then closed; afterwards a new client must be served (issue 16: 1.7 M tracebacks)."""
+    then closed; afterwards a new client must be served (issue 16: 1.7 M tracebacks). frontend
+    "admin" aims them at the admin service instead of RESP."""
     def abuse(server: Server) -> dict[str, Any]:
+        port = server.port if frontend == "resp" else server.admin_port
         socks = []
         refused = 0
         for _ in range(clients):
             try:
-                socks.append(socket.create_connection((HOST, server.port), timeout=2))
+                socks.append(socket.create_connection((HOST, port), timeout=2))
             except OSError:
                 refused += 1
         time.sleep(hold_seconds)
@@ -315,15 +337,14 @@ def run_fd_exhaustion(nofile: int = 256, clients: int = 400,
         served_again = False
         while not served_again and time.monotonic() < deadline:
             try:
-                client = Client(server.port, timeout=2)
-                served_again = client.call(b"PING") == b"+PONG\r\n"
-                client.close()
+                served_again = _served(frontend, port)
             except OSError:
                 time.sleep(0.2)
         return {"connect_failures": refused, "served_again": served_again}
 
-    result = _scenario(Server(nofile=nofile), abuse)
-    result["inputs"] = {"nofile": nofile, "clients": clients, "hold_seconds": hold_seconds}
+    result = _scenario(Server(nofile=nofile, admin=frontend == "admin"), abuse)
+    result["inputs"] = {"nofile": nofile, "clients": clients, "hold_seconds": hold_seconds,
+                        "frontend": frontend}
     return result
 
 

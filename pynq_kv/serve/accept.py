@@ -135,3 +135,35 @@ class Listener:
         else:
             self.loop.remove_reader(self.sock.fileno())
         self.sock.close()
+
+
+ASYNCIO_ACCEPT_ERROR = "socket.accept() out of system resource"  # asyncio's context message
+
+
+class AsyncioAcceptErrors:
+    """A loop exception handler for servers asyncio accepts for (the admin service's uvicorn,
+    whose accept loop cannot be replaced): its per-accept EMFILE/ENFILE tracebacks become a
+    count and at most one log line per LOG_INTERVAL; everything else goes to the handler that
+    was there before (or asyncio's default)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, logger: logging.Logger) -> None:
+        self.loop = loop
+        self.errors = 0
+        self._log = LogLimiter(logger)
+        self._previous = loop.get_exception_handler()
+        loop.set_exception_handler(self._handle)
+
+    def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") == ASYNCIO_ACCEPT_ERROR:
+            self.errors += 1
+            exc = context.get("exception")
+            self._log.warning("cannot accept clients on %s: %s (%d accept errors so far)",
+                              context.get("socket"), getattr(exc, "strerror", exc), self.errors)
+        elif self._previous is not None:
+            self._previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    def remove(self) -> None:
+        """Put the previous handler back."""
+        self.loop.set_exception_handler(self._previous)
