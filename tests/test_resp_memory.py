@@ -7,6 +7,7 @@ while they cost ~47 MB, and nothing bounded the sum: 20 clients took RSS to 1,01
 
 from __future__ import annotations
 
+import random
 import socket
 import sys
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pynq_kv.serve.resp import RespConfig
-from pynq_kv.serve.resp.protocol import RequestParser
+from pynq_kv.serve.resp.protocol import RequestParser, commands_of
 from resp_helpers import HOST, PynqServer, encode_command
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -70,7 +71,7 @@ def is_closed(sock: socket.socket) -> bool:
 
 
 def test_total_limit_evicts_the_biggest_client_and_the_others_keep_working() -> None:
-    per_arg = 2 + 8 + 40  # bytes + list slot + object (protocol.ARG_SLOT, ARG_OBJECT)
+    per_arg = 2 + 9 + 40  # bytes + list slot + object (protocol.ARG_SLOT, ARG_OBJECT)
     srv = PynqServer(RespConfig(max_query_buffer=4 << 20, maxmemory_clients=6 << 20))
     socks = []
     try:
@@ -125,3 +126,25 @@ def test_real_server_rss_stays_bounded_by_the_total_limit() -> None:
     assert result["control_failures"] == 0
     assert result["peak_rss_mb"] - result["idle_rss_mb"] < 2 * limit / 2**20 + 8, result
     assert result["log_lines"] < 30
+
+
+def test_many_argument_commands_parse_exactly_in_any_chunking() -> None:
+    """The split-based run for many small arguments (RequestParser._small_bulks) gives the
+    arguments sent, whatever they hold (CRLF, '$', empty) and however the bytes arrive."""
+    rng = random.Random(5)
+    alphabet = [b"\r\n", b"$", b"*", b"a", b"\r", b"\n", b"0", b"\x00"]
+    for _ in range(60):
+        commands = [[b"MGET"] + [b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+                                 for _ in range(rng.randint(1, 3000))]
+                    for _ in range(rng.randint(1, 3))]
+        data = b"".join(encode_command(*args) for args in commands)
+        parser = RequestParser(1 << 20)
+        out: list = []
+        pos = 0
+        while pos < len(data):
+            step = rng.choice([1, 7, 100, 4096, 65536])
+            parser.feed(data[pos:pos + step], out)
+            pos += step
+        assert parser.error is None and not parser.pending()
+        assert [args for item in out for args in commands_of(item)] == commands
+        assert parser.buffered() == 0
