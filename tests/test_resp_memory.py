@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pynq_kv.serve.resp import RespConfig
+from pynq_kv.serve.resp import protocol
 from pynq_kv.serve.resp.protocol import RequestParser, commands_of
 from resp_helpers import HOST, PynqServer, encode_command
 
@@ -128,9 +129,13 @@ def test_real_server_rss_stays_bounded_by_the_total_limit() -> None:
     assert result["log_lines"] < 30
 
 
-def test_many_argument_commands_parse_exactly_in_any_chunking() -> None:
+@pytest.mark.parametrize("window", [None, 5, 37, 1000])
+def test_many_argument_commands_parse_exactly_in_any_chunking(monkeypatch, window) -> None:
     """The split-based run for many small arguments (RequestParser._small_bulks) gives the
-    arguments sent, whatever they hold (CRLF, '$', empty) and however the bytes arrive."""
+    arguments sent, whatever they hold (CRLF, '$', empty), however the bytes arrive and
+    wherever its split windows cut them."""
+    if window is not None:
+        monkeypatch.setattr(protocol, "SMALL_WINDOW", window)
     rng = random.Random(5)
     alphabet = [b"\r\n", b"$", b"*", b"a", b"\r", b"\n", b"0", b"\x00"]
     for _ in range(60):

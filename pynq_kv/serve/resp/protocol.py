@@ -33,6 +33,7 @@ UNAUTH_MAX_ARGS = 10  # Redis' limits before AUTH (networking.c)
 UNAUTH_MAX_BULK = 16384
 FAST_MAX_ARGS = 1024  # fast-path header tables cover *1..*1024 and $0..$FAST_MAX_BULK
 FAST_MAX_BULK = 4096
+SMALL_WINDOW = 64 * 1024  # bytes split at a time by RequestParser._small_bulks
 # What one parsed argument of a partial command really costs beyond its bytes (CPython 3.11,
 # 64-bit, measured with tracemalloc: 41 + length for arguments of 2+ bytes; tests/test_resp_memory
 # checks it): its pointer in the argument list (8 bytes, plus the list's over-allocation of up
@@ -325,34 +326,42 @@ class RequestParser:
         starts (the exact path goes on from there).
 
         A command of many small arguments (one EXISTS or MGET of 900,000 keys) would otherwise
-        cost the exact path's per-argument Python steps; here one C-level split yields them
-        all. A pair (header, payload) is taken only if the header is a table key and the
-        payload token has the declared length — then the exact path would read the same
-        argument from the same bytes (a payload holding CRLF splits short and stops the run).
+        cost the exact path's per-argument Python steps; here a C-level split of each
+        SMALL_WINDOW bytes yields them. A pair (header, payload) is taken only if the header is
+        a table key and the payload token has the declared length — then the exact path would
+        read the same argument from the same bytes (a payload holding CRLF splits short and
+        stops the run). The window bounds the header tokens alive at once, which would
+        otherwise leave a chunk's worth of holes in the allocator's pools.
         """
-        toks = buf[pos:].split(b"\r\n")
-        k = min(self._argc_left, (len(toks) - 1) // 2)  # pairs followed by CRLF
-        lengths = list(map(self._fast_bulk.get, toks[0:2 * k:2]))
-        payloads = toks[1:2 * k:2]
-        sizes = list(map(len, payloads))
-        if lengths != sizes:  # the longest prefix that agrees, by bisection (C-level compares)
-            good, bad = 0, k
-            while bad - good > 1:
-                mid = (good + bad) // 2
-                if lengths[:mid] == sizes[:mid]:
-                    good = mid
-                else:
-                    bad = mid
-            k = good
-            del payloads[k:], sizes[k:]
-        if not k:
-            return pos
-        self._args.extend(payloads)
-        # as the exact path counts: empty and 1-byte arguments are shared objects
-        self._args_bytes += (sum(sizes) + ARG_OBJECT * (k - sizes.count(0))
-                             - (ARG_OBJECT + 1) * sizes.count(1))
-        self._argc_left -= k
-        return pos + sum(map(len, toks[:2 * k])) + 4 * k
+        n = len(buf)
+        while self._argc_left:
+            toks = buf[pos:pos + SMALL_WINDOW].split(b"\r\n")
+            k = min(self._argc_left, (len(toks) - 1) // 2)  # pairs followed by CRLF
+            lengths = list(map(self._fast_bulk.get, toks[0:2 * k:2]))
+            payloads = toks[1:2 * k:2]
+            sizes = list(map(len, payloads))
+            whole = lengths == sizes
+            if not whole:  # the longest prefix that agrees, by bisection (C-level compares)
+                good, bad = 0, k
+                while bad - good > 1:
+                    mid = (good + bad) // 2
+                    if lengths[:mid] == sizes[:mid]:
+                        good = mid
+                    else:
+                        bad = mid
+                k = good
+                del payloads[k:], sizes[k:]
+            if not k:
+                return pos
+            self._args.extend(payloads)
+            # as the exact path counts: empty and 1-byte arguments are shared objects
+            self._args_bytes += (sum(sizes) + ARG_OBJECT * (k - sizes.count(0))
+                                 - (ARG_OBJECT + 1) * sizes.count(1))
+            self._argc_left -= k
+            pos += sum(map(len, toks[:2 * k])) + 4 * k
+            if not whole or pos + SMALL_WINDOW > n:
+                return pos
+        return pos
 
     def _fast(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
         """(bytes consumed, commands added) for the leading run of plain multibulk commands.
