@@ -16,7 +16,7 @@ import pytest
 from pynq_kv.serve.accept import LogLimiter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import abuse_resp  # noqa: E402  (benchmarks/abuse_resp.py: the abuse scenarios)
+import _abuse_resp  # noqa: E402  (benchmarks/_abuse_resp.py: the abuse scenarios)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,7 +38,7 @@ def test_log_limiter_says_how_many_it_suppressed(caplog) -> None:
 def test_more_clients_than_descriptors(frontend: str) -> None:
     """The admin service (uvicorn, asyncio's accept loop) gets the loop exception handler:
     before, 200,000 log lines in 4 s; its count shows in the log lines only."""
-    result = abuse_resp.run_fd_exhaustion(nofile=64, clients=150, hold_seconds=3.0,
+    result = _abuse_resp.run_fd_exhaustion(nofile=64, clients=150, hold_seconds=3.0,
                                           frontend=frontend)
     assert result["crashes"] == 0 and result["keys_lost"] == 0, result
     assert result["log_accept_warnings"] >= 1, result  # it did run out of descriptors

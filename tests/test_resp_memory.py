@@ -22,7 +22,7 @@ from pynq_kv.serve.resp.protocol import RequestParser, commands_of
 from resp_helpers import HOST, PynqServer, encode_command
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import abuse_resp  # noqa: E402  (benchmarks/abuse_resp.py: the abuse scenarios)
+import _abuse_resp  # noqa: E402  (benchmarks/_abuse_resp.py: the abuse scenarios)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -120,7 +120,7 @@ def test_real_server_rss_stays_bounded_by_the_total_limit() -> None:
     """10 clients of 200,000 pending arguments (~10 MB each, under the 16 MiB per-client limit)
     against `pynq-kv serve --maxmemory-clients 16 MiB`: RSS grows by tens of MB, not 100+."""
     limit = 16 << 20
-    result = abuse_resp.run_client_memory(clients=10, args_per_command=200_000,
+    result = _abuse_resp.run_client_memory(clients=10, args_per_command=200_000,
                                           maxmemory_clients=limit, hold_seconds=0.5)
     assert result["crashes"] == 0 and result["keys_lost"] == 0
     assert result["evicted_clients"] >= 8  # one 10 MB client fits under 16 MiB at a time

@@ -1,4 +1,5 @@
-"""RESP abuse scenarios of issue 16, as functions benchmarks/abuse.py (and the tests) call.
+"""RESP abuse scenarios of issue 16, as functions benchmarks/abuse.py (and the tests) call
+(a helper module: `make bench` skips files starting with "_").
 
 Each runs a real `pynq-kv serve` (model backend, RESP only, loopback) in its own process,
 stores KNOWN_KEYS known keys, connects a *control* client that PINGs every CONTROL_EVERY
