@@ -101,6 +101,33 @@ class _RuleRecord:
     entries: list[int]
 
 
+def _check_placement(path: Union[str, os.PathLike], g: Geometry, numbers: np.ndarray,
+                     keys: np.ndarray) -> None:
+    """Refuse a snapshot with an entry in a way at a row that is not its key's candidate row.
+
+    The engine's operations never put one there (docs/engine.md §4, §5.1), and such an entry is
+    invisible to GET and DEL while it counts in DBSIZE: a file holding one was damaged or
+    written for another hash seed, and loading it would serve (and save back) a table that
+    cannot find its keys.
+    """
+    banks, rows = g.slot_address(numbers)
+    in_way = np.flatnonzero(banks < g.ways)
+    if not len(in_way):
+        return
+    want = candidate_rows(keys[in_way], g.hash_seed, g.ways, g.key_width, g.rows)
+    hashed = want[np.arange(len(in_way)), banks[in_way]]  # each entry's row in its own bank
+    wrong = np.flatnonzero(hashed != rows[in_way])
+    if len(wrong):
+        pos = wrong[np.argmin(numbers[in_way[wrong]])]  # the lowest bad slot
+        slot = int(numbers[in_way[pos]])
+        bank, row = g.slot_address(slot)
+        raise SnapshotError(
+            f"{path}: corrupt state file: {len(wrong)} of its {len(numbers)} entries sit in slots "
+            f"their keys do not hash to; the first, slot {slot} (bank {bank}, row {row}), holds a "
+            f"key whose row in that bank is {int(hashed[pos])}; "
+            "nothing was loaded")
+
+
 def _raw_rows(rows: np.ndarray, nbytes: int, error: type[Exception], what: str) -> np.ndarray:
     """Raw big-endian rows as they are, once their width is checked."""
     if rows.shape[1] != nbytes:
@@ -543,6 +570,7 @@ class KVEngine:
         if n and (numbers.min() < 0 or numbers.max() >= geometry.capacity
                   or len(np.unique(numbers)) != n):
             raise SnapshotError(f"{path}: slot numbers out of range or repeated")
+        _check_placement(path, geometry, numbers, keys)
         return meta, numbers, keys, values
 
     @classmethod

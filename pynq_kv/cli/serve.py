@@ -37,6 +37,9 @@ from .common import CLIError, config_of, describe
 @click.option("--maxclients", "max_clients", type=int, default=None, metavar="N",
               help="RESP: most clients at once, then '-ERR max number of clients reached' "
                    "[default 10000; other limits: the config file's [resp] table].")
+@click.option("--maxmemory-clients", "maxmemory_clients", type=int, default=None, metavar="BYTES",
+              help="RESP: memory all clients' pending input may hold together; past it the "
+                   "client holding most is disconnected, 0 = no limit [default 268435456].")
 @click.option("--timeout", "idle_timeout", type=float, default=None, metavar="SECONDS",
               help="RESP: close a client idle this long, 0 = never (Redis' timeout) [default 0].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
@@ -46,7 +49,7 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
           resp_port: Optional[int], udp_port: Optional[int], admin_port: Optional[int],
           disable: tuple[str, ...], save_interval: Optional[float], requirepass: Optional[str],
           admin_token: Optional[str], layout: Optional[str], max_clients: Optional[int],
-          idle_timeout: Optional[float], log_level: Optional[str]) -> None:
+          maxmemory_clients: Optional[int], idle_timeout: Optional[float], log_level: Optional[str]) -> None:
     """Run the appliance: Redis, memcached-UDP and admin front-ends over one engine.
 
     \b
@@ -84,7 +87,8 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
              "save_interval": save_interval, "requirepass": requirepass,
              "admin_token": admin_token, "layout": layout, "log_level": log_level}
     flags.update({k: v for k, v in given.items() if v is not None})
-    resp_limits = {"max_clients": max_clients, "idle_timeout": idle_timeout}
+    resp_limits = {"max_clients": max_clients, "maxmemory_clients": maxmemory_clients,
+                   "idle_timeout": idle_timeout}
     if any(v is not None for v in resp_limits.values()):
         flags["resp"] = {k: v for k, v in resp_limits.items() if v is not None}
     if disable:

@@ -32,6 +32,7 @@ RESP_LIMITS: dict[str, tuple[type, float]] = {
     "max_clients": (int, 1),
     "max_bulk_len": (int, 1),
     "max_query_buffer": (int, 1024),
+    "maxmemory_clients": (int, 0),  # all clients' buffers together (0 = no limit)
     "output_high_water": (int, 1024),
     "idle_timeout": (float, 0),
     "command_timeout": (float, 0),

@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Callable, Iterator, Optional
 from .. import __version__
 from ..appliance import Appliance
 from ..overlay import KVOverlay, load
+from .accept import AsyncioAcceptErrors
 from .config import ServeConfig
 
 log = logging.getLogger("pynq_kv.serve")
@@ -103,9 +104,11 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
     sock = _bound_tcp_socket(config.bind, config.admin_port)
     server = EmbeddedServer(uvicorn.Config(app, log_level="warning", access_log=False,
                                            lifespan="off"))
+    accept_errors = AsyncioAcceptErrors(asyncio.get_running_loop(), log)  # uvicorn's accepts
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():
+            accept_errors.remove()
             task.result()  # raises what stopped it
             raise RuntimeError("the admin service stopped during start-up")
         await asyncio.sleep(0.01)
@@ -114,6 +117,7 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
         server.should_exit = True
         await task
         sock.close()
+        accept_errors.remove()
         running_imports = sum(1 for job in app.state.imports.all() if job.state == "running")
         if running_imports:
             log.info("finishing %d bulk import(s) before shutdown (at most %g s)", running_imports,

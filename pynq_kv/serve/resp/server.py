@@ -46,6 +46,7 @@ from ...errors import KVError
 from . import errors as E
 from ...keys import int_rows, tagged_rows
 from ...latency import LatencyRecorder
+from ..accept import Listener, LogLimiter
 from ..batch import Limits, Pipeline
 from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, key_error, lookup, value_in
 from .commands.table import build_table
@@ -68,6 +69,7 @@ class RespConfig:
     max_clients: int = 10000
     max_bulk_len: int = 1024 * 1024  # keys/values are tens of bytes; 1 MiB leaves room for tools
     max_query_buffer: int = 16 * 1024 * 1024  # unparsed input + a partial command, per client
+    maxmemory_clients: int = 256 * 1024 * 1024  # the same, summed over all clients; 0 = no limit
     output_high_water: int = 1024 * 1024  # unsent replies above which a client is not read
     idle_timeout: float = 0.0  # seconds without input before a client is closed; 0 = never
     command_timeout: float = 60.0  # seconds a command may stay half-received; 0 = forever
@@ -111,6 +113,7 @@ class Connection(asyncio.Protocol):
         self.lost = False
         self.rejected = False
         self.error_queued = False
+        self.mem = 0  # what this client counts in server.client_memory (its parser's buffered())
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
@@ -132,6 +135,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         self.lost = self.closing = True
         self.srv.conns.pop(self.id, None)
+        self.release()
 
     def pause_writing(self) -> None:
         if not self.closing:
@@ -171,10 +175,14 @@ class Connection(asyncio.Protocol):
         pending = parser.pending()  # nothing pending means nothing buffered
         if pending and parser.buffered() > srv.config.max_query_buffer:
             srv.closed_query_buffer += 1
-            log.warning("closing client id=%d: query buffer over %d bytes", self.id,
-                        srv.config.max_query_buffer)
+            srv.client_log.warning("closing client id=%d: query buffer over %d bytes", self.id,
+                                   srv.config.max_query_buffer)
             self.closing = True
             self.transport.abort()
+            self.release()
+            return
+        self.account()
+        if self.closing:  # evicted: it held the most memory of all clients
             return
         if cmds or (error is not None and not self.error_queued):
             if error is not None:
@@ -190,6 +198,22 @@ class Connection(asyncio.Protocol):
             self.partial_since = 0.0
         elif cmds or not self.partial_since:
             self.partial_since = now
+
+    # -- client memory (Redis' maxmemory-clients) ---------------------------------------------
+    def account(self) -> None:
+        """Bring server.client_memory up to date with this client's buffers; past the total
+        limit, evict clients biggest first (possibly this one)."""
+        mem = self.parser.buffered()
+        srv = self.srv
+        srv.client_memory += mem - self.mem
+        self.mem = mem
+        if mem and srv.client_memory > srv.config.maxmemory_clients > 0:
+            srv.evict_clients()
+
+    def release(self) -> None:
+        """This client no longer counts in server.client_memory (closed or evicted)."""
+        self.srv.client_memory -= self.mem
+        self.mem = 0
 
     # -- state used by the commands ------------------------------------------------------------
     def set_authenticated(self) -> None:
@@ -246,7 +270,9 @@ class RespServer:
         self.port = 0
         self.started = time.time()
         self.last_id = 0
-        self._server: Any = None
+        self._listener: Optional[Listener] = None
+        self.client_memory = 0  # bytes all clients' parsers hold (Connection.mem, summed)
+        self.client_log = LogLimiter(log)  # per-client closes and evictions: never a flood
         self._sweeper: Any = None
         self.total_connections = 0
         self._limits = Limits(appliance.engine)
@@ -269,6 +295,7 @@ class RespServer:
         self.closed_idle = 0
         self.closed_command_timeout = 0
         self.closed_query_buffer = 0
+        self.evicted_clients = 0
 
     @property
     def engine(self) -> Any:
@@ -319,15 +346,18 @@ class RespServer:
             "closed_idle_clients": self.closed_idle,
             "closed_command_timeout": self.closed_command_timeout,
             "closed_query_buffer_limit": self.closed_query_buffer,
+            "evicted_clients": self.evicted_clients,
+            "client_memory": self.client_memory,
+            "accept_errors": self._listener.accept_errors if self._listener else 0,
             "port": self.port,
         }
 
     # -- life cycle ----------------------------------------------------------------------------
     async def start(self, host: str, port: int) -> None:
         self.loop = asyncio.get_running_loop()
-        self._server = await self.loop.create_server(
-            lambda: Connection(self), host, port, backlog=self.config.backlog, reuse_address=True)
-        sockname = self._server.sockets[0].getsockname()
+        self._listener = Listener.bind(lambda: Connection(self), host, port, self.config.backlog,
+                                       log, "RESP")
+        sockname = self._listener.getsockname()
         self.host, self.port = host, sockname[1]
         self.started = time.time()
         timeouts = [t for t in (self.config.idle_timeout, self.config.command_timeout) if t > 0]
@@ -340,15 +370,14 @@ class RespServer:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
-        if self._server is not None:
-            self._server.close()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         for conn in list(self.conns.values()):
             conn.closing = True
             conn.transport.abort()
+            conn.release()
         self.conns.clear()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
         if hasattr(self.appliance, "unregister_frontend"):
             self.appliance.unregister_frontend("resp")
 
@@ -365,8 +394,25 @@ class RespServer:
                 continue
             conn.closing = True
             conn.transport.close()
+            conn.release()
             self.conns.pop(conn.id, None)
         self._sweeper = self.loop.call_later(self._sweep_every, self._sweep)
+
+    def evict_clients(self) -> None:
+        """Disconnect the clients holding the most memory until the total is under
+        maxmemory_clients (Redis 7's client eviction; O(clients), and only when over)."""
+        limit = self.config.maxmemory_clients
+        while self.client_memory > limit:
+            victim = max(self.conns.values(), key=lambda c: c.mem, default=None)
+            if victim is None or not victim.mem:
+                return
+            self.evicted_clients += 1
+            self.client_log.warning(
+                "evicting client id=%d: it holds %d bytes of %d held by all clients, over "
+                "maxmemory-clients %d", victim.id, victim.mem, self.client_memory, limit)
+            victim.closing = True
+            victim.transport.abort()
+            victim.release()
 
     # -- dispatch: plan, run, render (serve/batch.py) -----------------------------------------
     def tick(self) -> None:
@@ -569,6 +615,7 @@ class RespServer:
         more: list[Any] = []
         parser = conn.parser
         parser.resume(more, 0 if conn.authenticated else 1)
+        conn.account()
         error = parser.error if not conn.error_queued else None
         if more or error is not None:
             if error is not None:

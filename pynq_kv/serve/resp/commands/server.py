@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ....globmatch import Glob
 from .. import errors as E
 from ..protocol import OK, ErrorReply, RespSet, Simple, Verbatim
 from .base import Client, Command, Handler, Server, help_reply
@@ -24,6 +25,7 @@ def _config_values(srv: Server) -> dict[bytes, bytes]:
         b"requirepass": srv.requirepass or b"",
         b"maxmemory": b"0",
         b"maxmemory-policy": b"noeviction",
+        b"maxmemory-clients": str(cfg.maxmemory_clients).encode(),
         b"port": str(srv.port).encode(),
         b"bind": srv.host.encode(),
         b"protected-mode": b"no",
@@ -31,65 +33,18 @@ def _config_values(srv: Server) -> dict[bytes, bytes]:
     }
 
 
-def _glob(pattern: bytes, text: bytes) -> bool:
-    """Redis' stringmatchlen with nocase: * ? [set] [^set] [a-z] and \\ escapes."""
-    return _glob_at(pattern.lower(), 0, text.lower(), 0)
-
-
-def _glob_at(pat: bytes, p: int, text: bytes, t: int) -> bool:
-    while p < len(pat):
-        c = pat[p]
-        if c == 42:  # '*'
-            while p + 1 < len(pat) and pat[p + 1] == 42:
-                p += 1
-            if p + 1 == len(pat):
-                return True
-            return any(_glob_at(pat, p + 1, text, k) for k in range(t, len(text) + 1))
-        if t >= len(text):
-            return False
-        if c == 63:  # '?'
-            t += 1
-        elif c == 91:  # '['
-            p += 1
-            negate = p < len(pat) and pat[p] == 94
-            if negate:
-                p += 1
-            matched = False
-            while p < len(pat) and pat[p] != 93:
-                if pat[p] == 92 and p + 1 < len(pat):
-                    p += 1
-                    matched |= pat[p] == text[t]
-                elif p + 2 < len(pat) and pat[p + 1] == 45:
-                    lo, hi = sorted((pat[p], pat[p + 2]))
-                    matched |= lo <= text[t] <= hi
-                    p += 2
-                else:
-                    matched |= pat[p] == text[t]
-                p += 1
-            if matched == negate:
-                return False
-            t += 1
-        else:
-            if c == 92 and p + 1 < len(pat):
-                p += 1
-                c = pat[p]
-            if c != text[t]:
-                return False
-            t += 1
-        p += 1
-    return t == len(text)
-
-
 def cmd_config_get(srv: Server, conn: Client, args: list[bytes]) -> Any:
     values = _config_values(srv)
+    longest = max(map(len, values))
     found: dict[bytes, bytes] = {}
     for pattern in args[2:]:
-        if not any(ch in pattern for ch in b"[*?"):
+        if not any(ch in pattern for ch in b"[*?"):  # Redis' test: a name, not a pattern
             if pattern.lower() in values and pattern not in found:
                 found[pattern] = values[pattern.lower()]
             continue
+        glob = Glob(pattern, nocase=True, limit=longest)
         for name, value in values.items():
-            if _glob(pattern, name):
+            if glob.match(name):
                 found[name] = value
     return found
 
