@@ -164,3 +164,11 @@ def source_ipv4(host: str) -> Optional[int]:
     if address == ipaddress.IPv6Address("::1"):
         return int(ipaddress.IPv4Address("127.0.0.1"))
     return None
+
+
+def admit(admission: Admission, host: str) -> tuple[bool, int]:
+    """(allowed, M) for a datagram from host as a socket reports it (see source_ipv4)."""
+    address = source_ipv4(host)
+    if address is None:
+        return False, 0
+    return admission.decide(address)
