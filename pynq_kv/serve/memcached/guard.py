@@ -42,10 +42,9 @@ def parse_network(text: str) -> ipaddress.IPv4Network:
         raise AdmissionError(f"{text!r} is not an IPv4 network (a.b.c.d/len): {exc}") from None
     except ipaddress.NetmaskValueError as exc:
         raise AdmissionError(f"{text!r}: bad prefix length: {exc}") from None
-    except ValueError as exc:  # host bits set
+    except ValueError:  # host bits set
         network = ipaddress.IPv4Network(text.strip(), strict=False)
-        raise AdmissionError(f"{text!r} has host bits set ({exc}); did you mean "
-                             f"{network}?") from None
+        raise AdmissionError(f"{text!r} has host bits set; did you mean {network}?") from None
 
 
 def _check_budget(budget: int, what: str) -> None:
