@@ -74,7 +74,7 @@ def _exchange(sock: socket.socket, port: int, payload: bytes,
     """Send one datagram; the datagrams that come back until the line is quiet."""
     sock.sendto(payload, ("127.0.0.1", port))
     sock.settimeout(quiet)
-    replies = []
+    replies: list[bytes] = []
     while True:
         try:
             data, _ = sock.recvfrom(65536)
@@ -113,7 +113,7 @@ def run_amplification(request_bytes: int = 64_000, budget: int = 2, *,
     if not 8 + 24 + 26 <= request_bytes <= 65_507:
         raise ValueError(f"request_bytes must be 58..65507, got {request_bytes}")
     served = _Served(Admission((), default_allow=True, default_budget=budget))
-    results = []
+    results: list[dict[str, Any]] = []
     try:
         served.call(served.appliance.engine.set, KEY, VALUE)
         with _client() as sock:
@@ -134,8 +134,8 @@ def run_amplification(request_bytes: int = 64_000, budget: int = 2, *,
         "scenario": "udp_amplification",
         "budget": budget,
         "inputs": len(results),
-        "amplification_max": max(r["amplification"] for r in results),
-        "amplification_bound": None if None in bounds else max(bounds),
+        "amplification_max": max(float(r["amplification"]) for r in results),
+        "amplification_bound": None if budget == 0 else max(float(b) for b in bounds),
         "budget_exceeded": stats["budget_exceeded"],
         "crashes": stats["internal_errors"],
         "details": results,
