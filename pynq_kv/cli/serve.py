@@ -23,6 +23,20 @@ from .common import CLIError, config_of, describe
 @click.option("--udp-port", type=int, default=None,
               help="memcached UDP port (binary and text protocol) [default 11211].")
 @click.option("--admin-port", type=int, default=None, help="Admin REST/dashboard port [default 8080].")
+@click.option("--udp-allow", multiple=True, metavar="CIDR",
+              help="memcached/UDP: answer sources in this IPv4 network, replies bounded by "
+                   "--udp-budget (repeatable). Off loopback, UDP stays off without "
+                   "--udp-allow or --udp-trust; with either, other sources are denied.")
+@click.option("--udp-deny", multiple=True, metavar="CIDR",
+              help="memcached/UDP: drop datagrams from this IPv4 network (repeatable; checked "
+                   "first, then --udp-trust, then --udp-allow: first match wins).")
+@click.option("--udp-trust", multiple=True, metavar="CIDR",
+              help="memcached/UDP: answer this IPv4 network with no reply budget (repeatable). "
+                   "On loopback with no lists: 127.0.0.0/8 is trusted, others allowed.")
+@click.option("--udp-budget", type=int, default=None, metavar="M",
+              help="memcached/UDP: an allowed source's replies total at most M x its request's "
+                   "bytes, then one 'use TCP' error; 0..255, 0 = no budget [default 2] "
+                   "(docs/frontend.md §10).")
 @click.option("--disable", multiple=True, type=click.Choice(["resp", "udp", "admin"]),
               help="Do not start this front-end (repeatable).")
 @click.option("--save-interval", type=float, default=None, metavar="SECONDS",
@@ -47,7 +61,9 @@ from .common import CLIError, config_of, describe
 @click.pass_context
 def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
           resp_port: Optional[int], udp_port: Optional[int], admin_port: Optional[int],
-          disable: tuple[str, ...], save_interval: Optional[float], requirepass: Optional[str],
+          udp_allow: tuple[str, ...], udp_deny: tuple[str, ...], udp_trust: tuple[str, ...],
+          udp_budget: Optional[int], disable: tuple[str, ...], save_interval: Optional[float],
+          requirepass: Optional[str],
           admin_token: Optional[str], layout: Optional[str], max_clients: Optional[int],
           maxmemory_clients: Optional[int], idle_timeout: Optional[float], log_level: Optional[str]) -> None:
     """Run the appliance: Redis, memcached-UDP and admin front-ends over one engine.
@@ -85,8 +101,11 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
         flags["geometry"] = dict(cfg.geometry)
     given = {"bind": bind, "resp_port": resp_port, "udp_port": udp_port, "admin_port": admin_port,
              "save_interval": save_interval, "requirepass": requirepass,
-             "admin_token": admin_token, "layout": layout, "log_level": log_level}
+             "admin_token": admin_token, "layout": layout, "log_level": log_level,
+             "udp_budget": udp_budget}
     flags.update({k: v for k, v in given.items() if v is not None})
+    networks = {"udp_allow": udp_allow, "udp_deny": udp_deny, "udp_trust": udp_trust}
+    flags.update({k: list(v) for k, v in networks.items() if v})
     resp_limits = {"max_clients": max_clients, "maxmemory_clients": maxmemory_clients,
                    "idle_timeout": idle_timeout}
     if any(v is not None for v in resp_limits.values()):

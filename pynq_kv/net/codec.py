@@ -50,6 +50,7 @@ class Status(IntEnum):
     ITEM_NOT_STORED = 0x0005
     UNKNOWN_COMMAND = 0x0081
     OUT_OF_MEMORY = 0x0082
+    BUSY = 0x0085  # memcached's EBUSY; pynq-kv: the reply exceeds the UDP budget (frontend.md §10)
 
 
 # Fixed error bodies, the same strings memcached 1.6 sends (frontend.md §5).
@@ -61,6 +62,7 @@ STATUS_MESSAGES = {
     Status.ITEM_NOT_STORED: b"Not stored.",
     Status.UNKNOWN_COMMAND: b"Unknown command",
     Status.OUT_OF_MEMORY: b"Out of memory",
+    Status.BUSY: b"Use TCP",  # pynq-kv's own (frontend.md §10)
 }
 
 QUIET_OPCODES = frozenset({Opcode.GETQ, Opcode.GETKQ, Opcode.SETQ, Opcode.DELETEQ})

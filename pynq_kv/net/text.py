@@ -22,6 +22,7 @@ R_FLAGS = b"CLIENT_ERROR nonzero flags or exptime not supported\r\n"
 R_BADCHUNK = b"CLIENT_ERROR bad data chunk\r\n"
 R_TOOLARGE = b"SERVER_ERROR object too large for cache\r\n"
 R_NOMEM = b"SERVER_ERROR out of memory storing object\r\n"
+R_BUDGET = b"SERVER_ERROR reply exceeds UDP budget; use TCP\r\n"  # frontend.md §10
 ERROR_PREFIXES = (b"ERROR\r\n", b"CLIENT_ERROR ", b"SERVER_ERROR ")
 
 _UNSIGNED = re.compile(rb"[0-9]{1,10}")

@@ -24,6 +24,7 @@ from ..layout import FieldLayout
 from ..net.addr import is_loopback
 from ..options import GEOMETRY_KEYS, EngineOptions
 from ..overlay import AUTO, unavailable_here
+from .memcached.guard import DEFAULT_BUDGET, Admission, AdmissionError, admission_from_options
 
 FRONTENDS = ("resp", "udp", "admin")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
@@ -66,10 +67,29 @@ class ServeConfig:
     # a larger body is 413 before it is read. None: the service's defaults (pynq_kv_api.limits).
     admin_max_body: Optional[int] = None
     admin_max_import: Optional[int] = None
+    # memcached/UDP admission (frontend.md §10): networks denied, trusted (no reply budget) and
+    # allowed (budget udp_budget x the request's bytes); see guard.admission_from_options.
+    udp_allow: list[str] = field(default_factory=list)
+    udp_deny: list[str] = field(default_factory=list)
+    udp_trust: list[str] = field(default_factory=list)
+    udp_budget: int = DEFAULT_BUDGET
     log_level: str = "info"
 
     def enabled(self, frontend: str) -> bool:
         return frontend not in self.disable
+
+    def udp_admission(self) -> Optional[Admission]:
+        """The UDP admission table, or None when UDP stays off (off loopback, no allow-list)."""
+        try:
+            return admission_from_options(loopback_bind=is_loopback(self.bind),
+                                          allow=self.udp_allow, deny=self.udp_deny,
+                                          trust=self.udp_trust, budget=self.udp_budget)
+        except AdmissionError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def udp_on(self) -> bool:
+        """UDP is enabled and some source may use it."""
+        return self.enabled("udp") and self.udp_admission() is not None
 
     def engine_options(self) -> EngineOptions:
         """Backend, geometry, value kind and layout: the engine these settings describe."""
@@ -96,6 +116,7 @@ class ServeConfig:
                               f"{', '.join(FRONTENDS)}")
         if set(FRONTENDS) <= set(self.disable):
             raise ConfigError("every front-end is disabled: nothing to serve")
+        self._validate_udp()
         for name in ("resp_port", "udp_port", "admin_port"):
             port = getattr(self, name)
             if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
@@ -120,6 +141,18 @@ class ServeConfig:
             if self.enabled("resp") and not self.requirepass:
                 raise ConfigError(f"refusing to serve RESP on {self.bind} (not loopback) without "
                                   "a password: set --requirepass or PYNQ_KV_REQUIREPASS")
+
+    def _validate_udp(self) -> None:
+        for name in ("udp_allow", "udp_deny", "udp_trust"):
+            networks = getattr(self, name)
+            if not isinstance(networks, list) or not all(isinstance(n, str) for n in networks):
+                raise ConfigError(f"{name} must be a list of IPv4 networks (a.b.c.d/len), "
+                                  f"got {networks!r}")
+        admission = self.udp_admission()  # ConfigError names a bad network or budget
+        if admission is None and self.enabled("udp") and set(self.disable) >= {"resp", "admin"}:
+            raise ConfigError(f"nothing to serve: resp and admin are disabled and memcached/UDP "
+                              f"stays off on {self.bind} (not loopback) without --udp-allow or "
+                              "--udp-trust")
 
     def _validate_resp_limits(self) -> None:
         for name, value in self.resp.items():
@@ -175,8 +208,9 @@ def load_config_file(path: Path) -> dict[str, Any]:
         out["geometry"] = geometry
     if "state" in out and out["state"] is not None:
         out["state"] = Path(os.path.expanduser(str(out["state"])))
-    if isinstance(out.get("disable"), str):
-        out["disable"] = [out["disable"]]
+    for name in ("disable", "udp_allow", "udp_deny", "udp_trust"):
+        if isinstance(out.get(name), str):
+            out[name] = [out[name]]
     return out
 
 

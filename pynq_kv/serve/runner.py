@@ -145,7 +145,10 @@ async def _start_udp(running: Running, config: ServeConfig) -> None:
     else:
         from .memcached.server import start_udp_server
 
-    server = await start_udp_server(running.appliance, config.bind, config.udp_port)
+    admission = config.udp_admission()
+    assert admission is not None  # start() skips UDP when it is off
+    server = await start_udp_server(running.appliance, config.bind, config.udp_port,
+                                    admission=admission)
     running.closers.append(server.close)
     running.addresses["udp"] = (config.bind, server.port)
 
@@ -159,7 +162,7 @@ async def start(config: ServeConfig) -> Running:
     running = Running(appliance)
     try:
         for name, starter in STARTERS.items():
-            if config.enabled(name):
+            if config.udp_on() if name == "udp" else config.enabled(name):
                 await starter(running, config)
     except BaseException:
         await running.close()
@@ -188,6 +191,14 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
         if name in running.addresses:
             host, port = running.addresses[name]
             lines.append("  " + template.format(host, port))
+            if name == "udp":
+                admission = config.udp_admission()
+                assert admission is not None
+                lines.append(f"    UDP admission (first match): {admission.describe()}")
+    if config.enabled("udp") and not config.udp_on():
+        lines.append(f"  memcached/UDP is OFF: {config.bind} is not loopback and no "
+                     "--udp-allow/--udp-trust network was given (UDP has no password; name "
+                     "the networks that may use it)")
     if config.state and config.save_interval:
         lines.append(f"  state file {config.state}, saved every {config.save_interval:g} s "
                      "and at shutdown")

@@ -9,10 +9,11 @@ server's protocol it inherits: datagram in to the last reply's sendto, the board
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ...appliance import Appliance
 from ...board import MAX_UDP_PAYLOAD, BoardBackend, BoardError, VirtualBoard
+from .guard import Admission, admit
 from .server import UdpServer, start_udp_server
 
 
@@ -26,6 +27,9 @@ class BoardBridge(UdpServer):
         return backend.board
 
     def handle(self, data: bytes, addr: Any) -> list[bytes]:
+        if not admit(self.admission, addr[0])[0]:
+            self.counters["drop_denied"] += 1  # the board sees one virtual source: deny here
+            return []
         self.counters["rx_datagrams"] += 1
         if len(data) > MAX_UDP_PAYLOAD:
             self.counters["drop_over_mtu"] += 1  # no IP fragmentation on the virtual wire
@@ -36,7 +40,8 @@ class BoardBridge(UdpServer):
 
     def stats(self) -> dict[str, Any]:
         bridge = {name: self.counters[name] for name in
-                  ("rx_datagrams", "tx_datagrams", "drop_over_mtu", "internal_errors")}
+                  ("drop_denied", "rx_datagrams", "tx_datagrams", "drop_over_mtu",
+                   "internal_errors")}
         out: dict[str, Any] = {"bridge": bridge}
         try:
             out["board"] = self._board().counters()
@@ -45,7 +50,12 @@ class BoardBridge(UdpServer):
         return out
 
 
-async def start_board_bridge(appliance: Appliance, host: str = "127.0.0.1",
-                             port: int = 11211) -> UdpServer:
-    """Serve the virtual board's memcached front-end on a UDP socket of this host."""
-    return await start_udp_server(appliance, host, port, server_class=BoardBridge)
+async def start_board_bridge(appliance: Appliance, host: str = "127.0.0.1", port: int = 11211, *,
+                             admission: Optional[Admission] = None) -> UdpServer:
+    """Serve the virtual board's memcached front-end on a UDP socket of this host.
+
+    The bridge drops the sources admission denies (as start_udp_server's); the reply budget is
+    the board's own, applied by its RTL to the one virtual source it sees.
+    """
+    return await start_udp_server(appliance, host, port, admission=admission,
+                                  server_class=BoardBridge)

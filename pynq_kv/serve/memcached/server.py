@@ -23,6 +23,7 @@ from ...backend import MatchKind, SetStatus
 from ...engine import KVEngine
 from ...keys import ints_to_raw
 from ...latency import LatencyRecorder
+from ...net.addr import is_loopback
 from ...net.codec import (
     GET_EXTRAS,
     NO_ENTRY,
@@ -43,6 +44,7 @@ from ...net.text import (
     NOT_FOUND,
     R_BADCHUNK,
     R_BADFMT,
+    R_BUDGET,
     R_FLAGS,
     R_NOMEM,
     R_TOOLARGE,
@@ -59,6 +61,7 @@ from ...net.text import (
 )
 from ...net.udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
 from ..batch import Limits, Pipeline
+from .guard import Admission, AdmissionError, admission_from_options, admit
 
 log = logging.getLogger("pynq_kv.serve.memcached")
 
@@ -66,8 +69,11 @@ log = logging.getLogger("pynq_kv.serve.memcached")
 DATAGRAM_COUNTERS = ("rx_datagrams", "drop_short", "drop_multi_datagram", "served",
                      "requests_binary", "requests_text", "drop_bad_magic", "req_truncated",
                      "responses", "errors", "tx_datagrams")
+# The guard's counters (frontend.md §10), kept apart because the RTL core packs the ones above
+# in that order.
+GUARD_COUNTERS = ("drop_denied", "budget_exceeded")
 ERROR_STATUSES = frozenset({Status.VALUE_TOO_LARGE, Status.INVALID_ARGUMENTS,
-                            Status.UNKNOWN_COMMAND, Status.OUT_OF_MEMORY})
+                            Status.UNKNOWN_COMMAND, Status.OUT_OF_MEMORY, Status.BUSY})
 UDP_RECV_BUFFER = 4 << 20  # loopback bursts from load generators overflow the default buffer
 
 Counters = Counter  # counter name -> count; missing names read 0
@@ -313,11 +319,13 @@ def _count_errors(replies: list[bytes], binary: bool) -> int:
     return sum(is_error(r) for r in replies)
 
 
-def handle_datagram(engine: KVEngine, payload: bytes,
-                    counters: Optional[Counters] = None) -> list[bytes]:
+def handle_datagram(engine: KVEngine, payload: bytes, counters: Optional[Counters] = None,
+                    budget: int = 0) -> list[bytes]:
     """The reply UDP payloads (frame header included) for one request payload, in order.
 
     Runs the datagram's engine operations on engine and adds to counters (frontend.md §8).
+    budget is the multiplier M of frontend.md §10: the replies total at most M times the
+    payload's bytes, past which one budget reply stands for the rest; 0 = no budget.
     """
     counters = Counter() if counters is None else counters
     counters["rx_datagrams"] += 1
@@ -340,11 +348,58 @@ def handle_datagram(engine: KVEngine, payload: bytes,
     pipe: Pipeline[_Item] = Pipeline(_runner(engine, wire), _renderer(replies))
     (_plan_binary if binary else _plan_text)(pipe, body, wire, counters)
     pipe.flush()
+    if budget:
+        kept = _within_budget(replies, budget * len(payload))
+        if len(kept) < len(replies):
+            counters["budget_exceeded"] += 1
+            replies = kept + [_budget_reply(replies[len(kept)], binary)]
     counters["responses"] += len(replies)
     counters["errors"] += _count_errors(replies, binary)
     datagrams = _pack(FrameHeader(header.request_id).pack(), replies)
     counters["tx_datagrams"] += len(datagrams)
     return datagrams
+
+
+def handle_datagram_from(engine: KVEngine, payload: bytes, source: str, admission: Admission,
+                         counters: Optional[Counters] = None) -> list[bytes]:
+    """handle_datagram behind the admission table: the whole software data plane (§10).
+
+    source is the sender's address as the socket reports it; a denied datagram is counted in
+    drop_denied only (it never reaches §3) and gets no reply.
+    """
+    counters = Counter() if counters is None else counters
+    allowed, budget = admit(admission, source)
+    if not allowed:
+        counters["drop_denied"] += 1
+        return []
+    return handle_datagram(engine, payload, counters, budget)
+
+
+def _within_budget(replies: list[bytes], limit: int) -> list[bytes]:
+    """The leading responses packed within limit reply bytes (frontend.md §10).
+
+    S, the reply bytes once a response is packed, follows _pack: the datagrams so far, the
+    response, and a frame header when it opens a new datagram. The first response always goes.
+    """
+    room = MAX_DATAGRAM - FRAME_HEADER_LEN
+    total = 0  # bytes of the reply datagrams so far, headers included
+    used = room  # bytes of responses in the open datagram; "full" before the first one
+    for index, reply in enumerate(replies):
+        opens = used + len(reply) > room
+        size = total + len(reply) + (FRAME_HEADER_LEN if opens else 0)
+        if index and size > limit:
+            return replies[:index]
+        total = size
+        used = len(reply) if opens else used + len(reply)
+    return replies
+
+
+def _budget_reply(cut: bytes, binary: bool) -> bytes:
+    """What stands for the first withheld response and all after it (frontend.md §10)."""
+    if not binary:
+        return R_BUDGET
+    opcode, opaque = cut[1], int.from_bytes(cut[12:16], "big")
+    return error_response(opcode, Status.BUSY, opaque).encode()
 
 
 def _pack(prefix: bytes, replies: list[bytes]) -> list[bytes]:
@@ -400,8 +455,9 @@ class _Protocol(asyncio.DatagramProtocol):
 class UdpServer:
     """A running memcached/UDP front-end; engine calls happen on the event loop's thread."""
 
-    def __init__(self, appliance: Appliance) -> None:
+    def __init__(self, appliance: Appliance, admission: Admission) -> None:
         self.appliance = appliance
+        self.admission = admission  # who is answered, with which reply budget (frontend.md §10)
         self.counters: Counters = Counter()
         self.latency = LatencyRecorder()  # one observation per datagram answered
         self._transport: Optional[asyncio.DatagramTransport] = None
@@ -413,11 +469,12 @@ class UdpServer:
 
     def handle(self, data: bytes, addr: Any) -> list[bytes]:
         """The reply datagrams for one request datagram from addr (the software data plane)."""
-        return handle_datagram(self.appliance.engine, data, self.counters)
+        return handle_datagram_from(self.appliance.engine, data, addr[0], self.admission,
+                                    self.counters)
 
     def stats(self) -> dict[str, int]:
-        """The counters of frontend.md §8 this layer keeps, plus internal_errors."""
-        out = {name: self.counters[name] for name in DATAGRAM_COUNTERS}
+        """The counters of frontend.md §8 and §10 this layer keeps, plus internal_errors."""
+        out = {name: self.counters[name] for name in GUARD_COUNTERS + DATAGRAM_COUNTERS}
         out["internal_errors"] = self.counters["internal_errors"]
         return out
 
@@ -429,12 +486,21 @@ class UdpServer:
 
 
 async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1", port: int = 11211, *,
+                           admission: Optional[Admission] = None,
                            server_class: type[UdpServer] = UdpServer) -> UdpServer:
     """Serve memcached binary + text over UDP on host:port (port 0 picks a free one).
 
+    admission says who is answered and with which reply budget (frontend.md §10); without one,
+    a loopback host gets serve's defaults (127.0.0.0/8 trusted, others allowed at 2x) and any
+    other host is refused: a port reachable from elsewhere needs an explicit allow-list.
     server_class decides who answers: UdpServer runs the protocol in software; the virtual
     board's bridge (bridge.py) hands each datagram to the Verilated kv_top instead.
     """
+    if admission is None:
+        admission = admission_from_options(loopback_bind=is_loopback(host))
+        if admission is None:
+            raise AdmissionError(f"refusing to serve memcached/UDP on {host} (not loopback) "
+                                 "without an admission table that allows some sources")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
@@ -443,7 +509,7 @@ async def start_udp_server(appliance: Appliance, host: str = "127.0.0.1", port: 
     except OSError:
         sock.close()
         raise
-    server = server_class(appliance)
+    server = server_class(appliance, admission)
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(server), sock=sock)
     server._transport = transport  # type: ignore[assignment]
