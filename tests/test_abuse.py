@@ -10,6 +10,7 @@ a dead one.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from abuse_scenarios import SCENARIOS
 from abuse_support import Context, Scenario, run_scenario
 from resp_helpers import RawClient
 
@@ -61,3 +63,10 @@ def test_the_frame_sees_a_crash(tmp_path: Path) -> None:
     assert record["exit_code"] == -signal.SIGKILL
     assert record["keys_lost"] == scenario.known_keys[1]  # without a state file, all of them
     assert record["control"]["ping_failures"] > 0
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_scenario_meets_the_targets(scenario: Scenario, tmp_path: Path) -> None:
+    record = run_scenario(scenario, small=True, workdir=tmp_path)
+    assert record["inputs"] > 0
+    assert record["failures"] == [], json.dumps(record, indent=1)
