@@ -3,8 +3,10 @@
 
 Prints one JSON object: for each scenario the inputs sent, crashes, known keys lost or
 resurrected, the worst stall of a control client (PING over RESP, GET /healthz over the admin
-API, every ~10 ms) in ms, idle and peak RSS, and whatever the scenario measured; then a summary
-of the targets each missed. Exit status 1 if any scenario missed a target.
+API, every ~10 ms) in ms, with and without the time the server waited for a CPU (the target
+is held against the latter), idle and peak RSS, and whatever the scenario measured; then a summary
+of the targets each missed ("passed": false if any did; like benchmarks/resp.py, the exit status
+stays 0 then, so `make bench` goes on to the other benchmarks).
 
 The scenarios and their registry are tests/abuse_scenarios.py (tests/test_abuse.py runs the
 same ones at small scale); the frame (server, known keys, control client, RSS) is
@@ -53,14 +55,16 @@ def main() -> None:
         "passed": not failed,
         "failed": failed,
         "targets": {"keys_lost": 0, "keys_resurrected": 0, "crashes": 0,
-                    "max_control_stall_ms": STALL_TARGET_MS,
+                    "max_server_stall_ms": STALL_TARGET_MS,
                     "peak_rss_mb": "<= 2 x idle_rss_mb + client_memory_mb "
                                    f"(default {DEFAULT_CLIENT_MEMORY_MB:g})",
                     "amplification_max": "<= amplification_bound"},
         "amplification_max": max((r["amplification_max"] for r in results.values()
                                   if "amplification_max" in r), default=None),
-        "max_control_stall_ms": max(r["max_control_stall_ms"] for r in results.values()
-                                    if "max_control_stall_ms" in r) if results else None,
+        "max_control_stall_ms": max((r["max_control_stall_ms"] for r in results.values()
+                                     if "max_control_stall_ms" in r), default=None),
+        "max_server_stall_ms": max((r["max_server_stall_ms"] for r in results.values()
+                                    if "max_server_stall_ms" in r), default=None),
     }
     print(json.dumps({
         "benchmark": "fault and abuse suite, pynq-kv serve (model backend) on 127.0.0.1",
@@ -71,7 +75,6 @@ def main() -> None:
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
                     "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
     }, indent=2))
-    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

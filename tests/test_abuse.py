@@ -1,6 +1,6 @@
 """The fault and abuse suite at small scale (issue 16): every registered scenario against a real
 `pynq-kv serve` subprocess must meet the targets — no crash, no known key lost or resurrected,
-no control client (PING, /healthz) stalled over 100 ms, peak RSS within 2 x idle + the client
+no control client (PING, /healthz) stalled over 100 ms by the server, peak RSS within 2 x idle + the client
 memory limit, no amplification past the bound, nothing the scenario itself saw go wrong.
 
 benchmarks/abuse.py runs the same scenarios at full scale and prints the figures. The first two
@@ -52,7 +52,7 @@ def test_the_frame_sees_lost_keys_and_stalls(tmp_path: Path) -> None:
     record = run_scenario(Scenario("damage", _damage), small=True, workdir=tmp_path)
     assert record["keys_lost"] == 1 and record["keys_resurrected"] == 1
     assert record["crashes"] == 0 and record["exit_code"] == 0
-    assert record["max_control_stall_ms"] >= 250
+    assert record["max_control_stall_ms"] >= 250 and record["max_server_stall_ms"] >= 250
     assert len(record["failures"]) == 3, record["failures"]
 
 
