@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
@@ -60,13 +60,16 @@ class _RequestCounter:
 def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = None,
                config: Optional[dict[str, Any]] = None,
                max_body_bytes: int = MAX_BODY_BYTES,
-               max_import_bytes: int = MAX_IMPORT_BYTES) -> FastAPI:
+               max_import_bytes: int = MAX_IMPORT_BYTES,
+               accept_errors: Optional[Callable[[], int]] = None) -> FastAPI:
     """The admin app for appliance (None: tests provide one through dependency_overrides).
 
     token: the bearer token mutating routes require (None or "": no check, loopback only).
     config: the serve settings shown by /v1/overlay, secrets already hidden.
     max_body_bytes / max_import_bytes: the largest request body of any route / of a bulk
     import (POST /v1/entries); larger ones are 413 before they are read (limits.BodyGuard).
+    accept_errors: how many accepts of the server running the app failed (serve counts them
+    for uvicorn, pynq_kv.serve.accept); reported with the admin counters.
     """
     if max_body_bytes < 1 or max_import_bytes < 1:
         raise ValueError("body limits must be at least 1 byte")
@@ -94,8 +97,11 @@ def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = 
                        routes=[route for module in routers for route in module.router.routes])
     app.add_middleware(_RequestCounter, counts=counts, latency=app.state.latency)
     if appliance is not None:
-        appliance.register_frontend("admin", lambda: {**counts, **app.state.imports.counts()},
-                                    app.state.latency)
+        def admin_stats() -> dict[str, Any]:
+            extra = {"accept_errors": accept_errors()} if accept_errors is not None else {}
+            return {**counts, **app.state.imports.counts(), **extra}
+
+        appliance.register_frontend("admin", admin_stats, app.state.latency)
     errors.install(app)
     for module in routers:
         app.include_router(module.router)

@@ -82,6 +82,19 @@ def test_the_admin_service_counts_its_own_requests():
     assert admin["imports_running"] == 0
 
 
+def test_the_admin_counters_carry_the_servers_accept_errors():
+    """serve counts uvicorn's failed accepts (pynq_kv.serve.accept) and hands the count in."""
+    from pynq_kv_api.main import create_app
+    from api_support import TestClient
+
+    failed = [0]
+    with TestClient(create_app(small_appliance(), accept_errors=lambda: failed[0])) as client:
+        assert client.get("/v1/stats").json()["frontends"]["admin"]["accept_errors"] == 0
+        failed[0] = 7
+        assert client.get("/v1/stats").json()["frontends"]["admin"]["accept_errors"] == 7
+        assert "accept_errors" in client.get("/metrics").text
+
+
 def test_metrics_time_the_admin_requests():
     """Every admin request lands in one bucket of the latency histogram, scrapes included."""
     with client_for(small_appliance()) as client:

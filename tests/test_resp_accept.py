@@ -7,7 +7,9 @@ a 256-descriptor limit with 400 clients 1.7 M tracebacks in 105 s (here, at 64 d
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 import sys
 from pathlib import Path
 
@@ -50,3 +52,43 @@ def test_more_clients_than_descriptors(frontend: str) -> None:
     # RESP's own accept loop backs off; asyncio's (admin) still retries up to its backlog
     # (2048) per wake-up, which with uvicorn's handling of 150 connections costs ~150 ms here
     assert result["max_control_stall_ms"] < (250 if frontend == "resp" else 1000), result
+
+
+def test_accepted_clients_have_nagle_off() -> None:
+    """Both listeners (RESP's own accept loop, and the socket uvicorn accepts on) hand out
+    clients with TCP_NODELAY: with Nagle on, a keep-alive reply waited ~40 ms for the delayed ACK."""
+    from pynq_kv import KVEngine
+    from pynq_kv.appliance import Appliance
+    from pynq_kv.serve.accept import listening_socket
+    from pynq_kv.serve.resp import start_resp_server
+
+    async def nodelay_of_accepted() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        server = await start_resp_server(Appliance(lambda: KVEngine(rows=64)), "127.0.0.1", 0)
+        accepted: list[asyncio.BaseTransport] = []
+
+        class Keep(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                accepted.append(transport)
+
+        plain = await loop.create_server(Keep, sock=listening_socket("127.0.0.1", 0, 8))
+        try:
+            _, w1 = await asyncio.open_connection("127.0.0.1", server.port)
+            _, w2 = await asyncio.open_connection("127.0.0.1", plain.sockets[0].getsockname()[1])
+            for _ in range(200):
+                if server.conns and accepted:
+                    break
+                await asyncio.sleep(0.01)
+            resp_sock = next(iter(server.conns.values())).transport.get_extra_info("socket")
+            plain_sock = accepted[0].get_extra_info("socket")
+            result = (resp_sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+                      plain_sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            w1.close()
+            w2.close()
+            return result
+        finally:
+            plain.close()
+            await server.close()
+
+    resp_nodelay, admin_nodelay = asyncio.run(nodelay_of_accepted())
+    assert resp_nodelay and admin_nodelay

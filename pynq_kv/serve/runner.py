@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
-import socket
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Optional
 
 from .. import __version__
 from ..appliance import Appliance
 from ..overlay import KVOverlay, load
-from .accept import AsyncioAcceptErrors
+from .accept import AsyncioAcceptErrors, listening_socket
 from .config import ServeConfig
 
 log = logging.getLogger("pynq_kv.serve")
@@ -70,21 +70,6 @@ def make_appliance(config: ServeConfig) -> Appliance:
     return appliance
 
 
-def _bound_tcp_socket(host: str, port: int) -> socket.socket:
-    """A listening socket bound now, so a busy port fails start-up with a clear error."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
 async def _start_admin(running: Running, config: ServeConfig) -> None:
     import uvicorn
 
@@ -100,11 +85,17 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
     limits = {name: value for name, value in (("max_body_bytes", config.admin_max_body),
                                               ("max_import_bytes", config.admin_max_import))
               if value is not None}
-    app = create_app(running.appliance, token=config.admin_token, config=config.public(), **limits)
-    sock = _bound_tcp_socket(config.bind, config.admin_port)
+    sock = listening_socket(config.bind, config.admin_port, 1024)
+    accept_errors = AsyncioAcceptErrors(asyncio.get_running_loop(), log)  # uvicorn's accepts
+    try:
+        app = create_app(running.appliance, token=config.admin_token, config=config.public(),
+                         accept_errors=lambda: accept_errors.errors, **limits)
+    except BaseException:
+        accept_errors.remove()
+        sock.close()
+        raise
     server = EmbeddedServer(uvicorn.Config(app, log_level="warning", access_log=False,
                                            lifespan="off"))
-    accept_errors = AsyncioAcceptErrors(asyncio.get_running_loop(), log)  # uvicorn's accepts
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():
@@ -232,6 +223,11 @@ async def serve(config: ServeConfig, *, ready: Optional[Callable[[Running], Any]
     try:
         for line in describe(running, config):
             log.info("%s", line)
+        # Everything start-up made (FastAPI, pydantic, numpy, the engine) lives as long as the
+        # server: out of the collector's sight, a full collection walks only what serving makes,
+        # ~10 ms instead of ~100 ms of a stalled loop under bursts of connections (issue 16).
+        gc.collect()
+        gc.freeze()
         if config.state and config.save_interval:
             saver = asyncio.create_task(_save_periodically(running.appliance, config.save_interval))
         if ready is not None:
