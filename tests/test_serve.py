@@ -183,6 +183,57 @@ def test_non_loopback_bind_without_secrets_is_refused(env: dict[str, str]) -> No
     assert "refusing to serve the admin API on 0.0.0.0" in proc.stderr
 
 
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_non_loopback_bind_without_udp_allow_list_starts_with_udp_off(
+        env: dict[str, str]) -> None:
+    """Issue 16: 0.0.0.0 with RESP's password, no --udp-allow: RESP served, UDP off and said."""
+    port = free_udp_port()
+    server = Served(["--rows", "64", "serve", "--bind", "0.0.0.0", "--requirepass", "pw",
+                     "--resp-port", "0", "--udp-port", str(port), "--disable", "admin"], env)
+    try:
+        text = "".join(server.lines)
+        assert set(server.ports) == {"resp"}
+        assert "memcached/UDP is OFF: 0.0.0.0 is not loopback" in text
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.settimeout(0.5)
+            probe.sendto(struct.pack(">HHHH", 1, 0, 1, 0) + b"version\r\n", ("127.0.0.1", port))
+            with pytest.raises(OSError):  # refused (ICMP port unreachable) or silence
+                probe.recvfrom(100)
+    finally:
+        assert server.stop() and server.proc.returncode == 0
+
+
+def test_udp_admission_options_are_applied(env: dict[str, str]) -> None:
+    """--udp-deny 127.0.0.2 --udp-allow 127.0.0.1: one loopback source answered, one dropped."""
+    server = Served(["--rows", "64", "serve", "--resp-port", "0", "--udp-port", "0",
+                     "--disable", "admin", "--udp-allow", "127.0.0.1/32",
+                     "--udp-deny", "127.0.0.2"], env)
+    try:
+        text = "".join(server.lines)
+        assert ("UDP admission (first match): deny 127.0.0.2/32, allow 127.0.0.1/32 x2, "
+                "else deny") in text
+        version = struct.pack(">HHHH", 5, 0, 1, 0) + b"version\r\n"
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as denied, \
+                socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as allowed:
+            denied.bind(("127.0.0.2", 0))
+            denied.sendto(version, ("127.0.0.1", server.ports["udp"]))
+            allowed.settimeout(10)
+            allowed.sendto(version, ("127.0.0.1", server.ports["udp"]))
+            reply = allowed.recvfrom(100)[0]
+            # datagrams are answered in arrival order: a reply to 127.0.0.2 would be here now
+            denied.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                denied.recvfrom(100)
+        assert reply == struct.pack(">HHHH", 5, 0, 1, 0) + b"VERSION pynq-kv-1\r\n"
+    finally:
+        assert server.stop() and server.proc.returncode == 0
+
+
 def test_resp_limits_from_flags_and_config_file(env: dict[str, str], tmp_path: Path) -> None:
     """--maxclients caps clients with Redis' error; the file's [resp] table sets the others."""
     config = tmp_path / "serve.toml"

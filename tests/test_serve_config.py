@@ -116,3 +116,53 @@ def test_resp_limits_come_from_the_resp_table_and_flags(tmp_path: Path) -> None:
 def test_bad_resp_limits_are_refused(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build_config(load_config_file(write(tmp_path, text)), {})
+
+
+# -- memcached/UDP admission (docs/frontend.md §10) -------------------------------------------
+def test_udp_defaults_on_loopback_trust_loopback_and_budget_others() -> None:
+    config = build_config({}, {})
+    admission = config.udp_admission()
+    assert config.udp_on() and admission is not None
+    assert admission.decide("127.0.0.1") == (True, 0)
+    assert admission.decide("10.0.0.1") == (True, 2)
+
+
+def test_udp_is_off_beyond_loopback_without_an_allow_list() -> None:
+    config = build_config({}, {"bind": "0.0.0.0", "admin_token": "t", "requirepass": "p"})
+    assert config.enabled("udp") and not config.udp_on() and config.udp_admission() is None
+    config = build_config({}, {"bind": "0.0.0.0", "admin_token": "t", "requirepass": "p",
+                               "udp_deny": ["10.9.0.0/16"]})
+    assert not config.udp_on()  # a deny list alone allows nobody
+    with pytest.raises(ConfigError, match="nothing to serve.*UDP stays off on 0.0.0.0"):
+        build_config({}, {"bind": "0.0.0.0", "disable": ["resp", "admin"]})
+
+
+def test_udp_lists_from_file_and_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, 'udp_allow = "10.0.0.0/8"\nudp-trust = ["10.1.0.0/16"]\n'
+                           "udp_budget = 3\n")
+    settings = load_config_file(path)
+    config = build_config(settings, {"bind": "0.0.0.0", "admin_token": "t", "requirepass": "p"})
+    admission = config.udp_admission()
+    assert admission is not None and config.udp_on()
+    assert admission.decide("10.1.2.3") == (True, 0)
+    assert admission.decide("10.2.0.1") == (True, 3)
+    assert admission.decide("192.168.0.1")[0] is False
+    assert config.public()["udp_allow"] == ["10.0.0.0/8"]
+    flagged = build_config(settings, {"udp_deny": ["10.2.0.1/32"], "udp_budget": 1})
+    assert flagged.udp_admission().decide("10.2.0.1") == (False, 0)  # type: ignore[union-attr]
+    assert flagged.udp_admission().decide("10.2.0.2") == (True, 1)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('udp_allow = "10.0.0.1/8"\n', "host bits set; did you mean 10.0.0.0/8"),
+    ('udp_trust = "10.0.0.0/40"\n', "bad prefix length"),
+    ('udp_deny = "fe80::/10"\n', "IPv4 networks only"),
+    ('udp_allow = "office"\n', "not an IPv4 network"),
+    ("udp_allow = [1]\n", "udp_allow must be a list of IPv4 networks"),
+    ("udp_budget = 256\n", r"--udp-budget must be an integer 0..255"),
+    ("udp_budget = 2.5\n", r"--udp-budget must be an integer 0..255"),
+    ("udp_allow = [" + ", ".join(f'"10.{i}.0.0/16"' for i in range(9)) + "]\n", "holds 8"),
+])
+def test_bad_udp_settings_are_refused(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config(load_config_file(write(tmp_path, text)), {})

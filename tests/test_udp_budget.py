@@ -7,9 +7,11 @@ from __future__ import annotations
 import ipaddress
 import struct
 from collections import Counter
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pynq_kv.engine import KVEngine
 from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry
@@ -232,3 +234,62 @@ def test_admission_drops_before_the_datagram_layer(engine: KVEngine) -> None:
     assert handle_datagram_from(engine, get_a, "172.16.0.9", table, c) == [
         HDR + b"VALUE a 0 1\r\n1\r\n" + BUDGET_TEXT]
     assert c["budget_exceeded"] == 1
+
+
+_KEYS = [b"a", b"bb", b"K" * 35, b"x" * 36]  # the last is too long: an error response
+_TEXT = st.lists(st.sampled_from(
+    [b"get a bb a a\r\n", b"get " + _KEYS[2] + b"\r\n", b"set a 0 0 3\r\nnew\r\n",
+     b"set bb 0 0 31\r\n" + V31 + b"\r\n", b"delete a\r\n", b"bogus\r\n", b"version\r\n",
+     b"get " + _KEYS[3] + b"\r\n", b"set zz 0 0 1 noreply\r\nq\r\n"]), min_size=1, max_size=12)
+_BINARY = st.lists(st.tuples(st.sampled_from([0x00, 0x09, 0x0C, 0x0D, 0x01, 0x11, 0x04, 0x14,
+                                              0x0A, 0xC0, 0x42]),
+                             st.sampled_from(_KEYS)), min_size=1, max_size=40)
+
+
+def _binary_body(ops: list[tuple[int, bytes]]) -> bytes:
+    out = b""
+    for i, (opcode, key) in enumerate(ops):
+        if opcode in (0x01, 0x11):
+            out += req(opcode, key, struct.pack(">II", 0, 0), V31[:i % 32], opaque=i)
+        elif opcode == 0x0A:
+            out += req(opcode, opaque=i)
+        else:
+            out += req(opcode, key, opaque=i)
+    return out
+
+
+def _state(engine: KVEngine) -> list[Optional[bytes]]:
+    return [engine.get(k) for k in _KEYS[:3] + [b"zz"]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=st.one_of(_TEXT.map(b"".join), _BINARY.map(_binary_body)),
+       budget=st.integers(1, 4))
+def test_budgeted_replies_are_a_prefix_within_the_bound(body: bytes, budget: int) -> None:
+    """Any datagram: the budgeted replies are the unbudgeted ones cut at a response boundary
+    plus one budget reply, within max(M x L, 8 + R) + 8 + E bytes, and the table ends the same."""
+    with KVEngine("model", rows=64) as plain, KVEngine("model", rows=64) as guarded:
+        for e in (plain, guarded):
+            e.mset({b"a": b"1", b"bb": V31, _KEYS[2]: V31})
+        payload = HDR + body
+        c: Counter = Counter()
+        full = handle_datagram(plain, payload)
+        cut = handle_datagram(guarded, payload, c, budget=budget)
+        assert _state(plain) == _state(guarded)  # every request ran
+        whole, got = b"".join(d[8:] for d in full), b"".join(d[8:] for d in cut)
+        binary = body[0] == 0x80
+        reply = BUDGET_TEXT if not binary else None
+        if c["budget_exceeded"]:
+            if binary:
+                reply = got[-31:]
+                assert reply[6:8] == b"\x00\x85" and reply[24:] == b"Use TCP"
+            assert reply is not None and got.endswith(reply)
+            kept = got[:-len(reply)]
+            assert whole.startswith(kept) and len(kept) < len(whole)
+            assert c["responses"] >= 2 and c["errors"] >= 1
+        else:
+            assert cut == full
+        total = sum(map(len, cut))
+        largest = 24 + 4 + 35 + 31  # a GETK hit of the longest key is the largest response
+        assert total <= max(budget * len(payload), 8 + largest) + 8 + 48
+        assert all(len(d) <= 1400 for d in cut)

@@ -3,8 +3,9 @@
 The admission table is the same in the software server and the RTL front-end: at most
 `ADMIT_ENTRIES` IPv4 prefixes, each allowing or denying its sources with a reply-budget
 multiplier, checked in index order, then a default. This module is pure (no engine, no socket):
-the software server asks `Admission.decide`, the board driver programs the same table into
-registers, and `pynq-kv serve` builds it from its options with `admission_from_options`.
+the software server asks `admit` (Admission.decide on the IPv4 source), the board driver
+programs the same table into registers, and `pynq-kv serve` builds it from its options with
+`admission_from_options`.
 """
 
 from __future__ import annotations
