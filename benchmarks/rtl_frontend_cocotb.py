@@ -101,6 +101,9 @@ class Bench:
         await ClockCycles(self.dut.clk, 4)
         self.dut.rst.value = 0
         await ClockCycles(self.dut.clk, self.p["ROWS"] + 64)   # the engine clears its tables
+        # every source trusted (no reply budget, frontend.md §10), as handle_datagram answers
+        await self.axil.write_dword(regmap.REG_FE_ADMIT_DEFAULT, regmap.FE_ADMIT_DEFAULT_ALLOW)
+        await self.axil.write_dword(regmap.REG_FE_CTRL, regmap.FE_CTRL_ADMIT_COMMIT)
         cocotb.start_soon(self._port())
 
     # -- frames ----------------------------------------------------------------------------

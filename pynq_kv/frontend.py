@@ -3,18 +3,53 @@ register map (docs/registers.md FE_*), on a board, an Alveo card or the Verilate
 
 from __future__ import annotations
 
-from typing import Any
+import ipaddress
+from typing import Any, Protocol, Sequence
 
 from . import regmap as rm
 from .mailbox import RegisterAccess
 from .net.eth import ip_bytes, ip_str, mac_bytes, mac_str
 
 
+class AdmissionRule(Protocol):
+    """One entry of an admission table (what `serve.memcached.guard.AdmissionEntry` is)."""
+
+    @property
+    def network(self) -> ipaddress.IPv4Network: ...
+
+    @property
+    def allow(self) -> bool: ...
+
+    @property
+    def budget(self) -> int: ...
+
+
+class AdmissionTable(Protocol):
+    """An admission table of docs/frontend.md §10 (what `serve.memcached.guard.Admission` is;
+    described structurally because the core does not import its front-ends)."""
+
+    @property
+    def entries(self) -> Sequence[AdmissionRule]: ...
+
+    @property
+    def default_allow(self) -> bool: ...
+
+    @property
+    def default_budget(self) -> int: ...
+
+
+def _budget(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFF:
+        raise ValueError(f"{what}: a budget multiplier is 0..255 (0 = no budget), got {value!r}")
+    return value
+
+
 class Frontend:
     """The RTL Ethernet front-end of kv_top: its settings and counters through the register map.
 
     Settings are the FE_* registers of docs/registers.md (MAC, IPv4 address, memcached UDP
-    port); counters are the FE_COUNTER block, each read LO then HI like the engine's.
+    port, the admission table); counters are the FE_COUNTER block, each read LO then HI like
+    the engine's.
     """
 
     def __init__(self, regs: RegisterAccess) -> None:
@@ -54,6 +89,55 @@ class Frontend:
         """The MAC stream width in bits (64: 10G, 512: 100G)."""
         return self.regs.read32(rm.REG_FE_DATA_W)
 
+    @property
+    def admit_entries(self) -> int:
+        """How many entries the hardware's admission table has (kv_top's ADMIT_ENTRIES)."""
+        return self.regs.read32(rm.REG_FE_ADMIT_ENTRIES)
+
+    def program_admission(self, admission: AdmissionTable) -> None:
+        """Put an admission table in force (frontend.md §10): the entries in order, unused ones
+        cleared, and the default, written then committed with one FE_CTRL.ADMIT_COMMIT, so every
+        datagram is decided by the old table or the new one, never a mix. The table is checked
+        whole before anything is written: a bad one raises ValueError and changes nothing."""
+        entries = list(admission.entries)
+        capacity = self.admit_entries
+        if len(entries) > capacity:
+            raise ValueError(f"{len(entries)} admission entries, the front-end's table holds {capacity}")
+        words = []
+        for i, entry in enumerate(entries):
+            network = entry.network
+            if not isinstance(network, ipaddress.IPv4Network):
+                raise ValueError(f"admission entry {i}: not an IPv4 network: {network!r}")
+            words.append((int(network.network_address),
+                          rm.FE_ADMIT_CTRL_VALID | int(bool(entry.allow)) << rm.FE_ADMIT_CTRL_ALLOW_SHIFT
+                          | network.prefixlen << rm.FE_ADMIT_CTRL_LEN_SHIFT
+                          | _budget(entry.budget, f"admission entry {i}") << rm.FE_ADMIT_CTRL_BUDGET_SHIFT))
+        words += [(0, 0)] * (capacity - len(entries))
+        default = (int(bool(admission.default_allow)) << rm.FE_ADMIT_DEFAULT_ALLOW_SHIFT
+                   | _budget(admission.default_budget, "default") << rm.FE_ADMIT_DEFAULT_BUDGET_SHIFT)
+        self.regs.write32(rm.REG_FE_ADMIT_DEFAULT, default)
+        for i, (addr, ctrl) in enumerate(words):
+            self.regs.write32(rm.REG_FE_ADMIT_ADDR + 4 * i, addr)
+            self.regs.write32(rm.REG_FE_ADMIT_CTRL + 4 * i, ctrl)
+        self.regs.write32(rm.REG_FE_CTRL, rm.FE_CTRL_ADMIT_COMMIT)
+
+    def admission(self) -> dict[str, Any]:
+        """The table as last written (after program_admission, the one in force): the valid
+        entries in order as (network, allow, budget), and the default."""
+        entries = []
+        for i in range(self.admit_entries):
+            ctrl = self.regs.read32(rm.REG_FE_ADMIT_CTRL + 4 * i)
+            if not ctrl & rm.FE_ADMIT_CTRL_VALID:
+                continue
+            length = (ctrl & rm.FE_ADMIT_CTRL_LEN) >> rm.FE_ADMIT_CTRL_LEN_SHIFT
+            addr = self.regs.read32(rm.REG_FE_ADMIT_ADDR + 4 * i)
+            network = ipaddress.IPv4Network((addr, length), strict=False)
+            entries.append((network, bool(ctrl & rm.FE_ADMIT_CTRL_ALLOW),
+                            (ctrl & rm.FE_ADMIT_CTRL_BUDGET) >> rm.FE_ADMIT_CTRL_BUDGET_SHIFT))
+        default = self.regs.read32(rm.REG_FE_ADMIT_DEFAULT)
+        return {"entries": entries, "default_allow": bool(default & rm.FE_ADMIT_DEFAULT_ALLOW),
+                "default_budget": (default & rm.FE_ADMIT_DEFAULT_BUDGET) >> rm.FE_ADMIT_DEFAULT_BUDGET_SHIFT}
+
     def counters(self) -> dict[str, int]:
         out = {}
         for index, name in enumerate(rm.FE_COUNTER_NAMES):
@@ -63,7 +147,7 @@ class Frontend:
         return out
 
     def clear_counters(self) -> None:
-        self.regs.write32(rm.REG_FE_CTRL, 1)
+        self.regs.write32(rm.REG_FE_CTRL, rm.FE_CTRL_CLR_COUNTERS)
 
     def settings(self) -> dict[str, Any]:
         return {"mac": self.mac, "ip": self.ip, "udp_port": self.udp_port, "data_w": self.data_w}

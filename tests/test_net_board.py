@@ -1,12 +1,16 @@
 """The virtual board: the Verilated kv_top answering memcached datagrams through its Ethernet port.
 
 - bit-exact against the reference model (`handle_datagram` on the model backend, relocation off
-  as the RTL data plane has none): every reply payload and the datagram-layer counters, for
-  random binary, text and malformed datagrams;
+  as the RTL data plane has none, with the reply budget the board resets with, M = 2): every reply
+  payload and the datagram-layer counters, for random binary, text and malformed datagrams;
+- admission and reply budget (frontend.md §10) on the wire: a table programmed through the
+  registers (`Frontend.program_admission`), frames from denied sources dropped and counted,
+  allowed ones answered as `handle_datagram_from` answers them, multi-get replies within budget;
 - the board's frame counters account for every frame;
 - host writes through the registers (KVEngine on the board's mailbox) are what the wire reads;
 - the same differential tests as the software server against a real `memcached -U`, and a
-  bounded `memcaslap -U` load with zero errors, through the UDP bridge.
+  bounded `memcaslap -U` load with zero errors, through the UDP bridge (the board's table set to
+  trust its one virtual source, as the software server trusts loopback).
 
 One kv_top build (288-bit keys, 256-bit values, 4 x 1024 rows, 16 rules, 64-bit MAC) serves the
 module; it is cached like every Verilator build (a first build takes a few minutes).
@@ -14,22 +18,30 @@ module; it is cached like every Verilator build (a first build takes a few minut
 
 from __future__ import annotations
 
+import ipaddress
 import random
 import struct
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from pynq_kv import regmap as rm
-from pynq_kv.board import BoardBackend, VirtualBoard, board_engine
+from pynq_kv.appliance import Appliance
+from pynq_kv.board import (BOARD_IP, BOARD_MAC, BOARD_UDP_PORT, QUIET_BASE, QUIET_PER_BYTE, BoardBackend,
+                           VirtualBoard, board_engine)
 from pynq_kv.engine import KVEngine
+from pynq_kv.frontend import Frontend
 from pynq_kv.geometry import Geometry
 from pynq_kv.net import codec
+from pynq_kv.net.eth import UdpDatagram, build_udp_frame, parse_frame
 from pynq_kv.rules import Rule
 from pynq_kv.serve.memcached.bridge import start_board_bridge
-from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS, handle_datagram
+from pynq_kv.serve.memcached.guard import DEFAULT_BUDGET, Admission, AdmissionEntry
+from pynq_kv.serve.memcached.server import (DATAGRAM_COUNTERS, GUARD_COUNTERS, UdpServer,
+                                            handle_datagram, handle_datagram_from)
 from test_net_memcached import (  # noqa: F401  (memcached is a fixture)
     Peer,
     ServerThread,
@@ -46,6 +58,8 @@ from test_net_memcached import (  # noqa: F401  (memcached is a fixture)
 
 BOARD_GEOMETRY = Geometry(key_width=288, value_width=256, ways=4, rows=1024, stash=8, rules=16)
 SETX = struct.pack(">II", 0, 0)
+RESET_ADMISSION = Admission((), default_allow=True, default_budget=DEFAULT_BUDGET)  # kv_top's reset table
+TRUST_ALL = Admission((), default_allow=True, default_budget=0)
 
 
 @pytest.fixture(scope="module")
@@ -101,12 +115,12 @@ def test_board_replies_are_the_reference_models(board_and_model) -> None:
     ours: Counter = Counter()
     for n in range(300):
         payload = _datagram(rng, keys)
-        expected = handle_datagram(model, payload, ours)
+        expected = handle_datagram(model, payload, ours, budget=DEFAULT_BUDGET)
         got = board.exchange(payload, 40000 + n % 100)
         assert got == expected, (n, payload)
     after = board.counters()
     delta = {name: after[name] - before[name] for name in after}
-    for name in DATAGRAM_COUNTERS:
+    for name in DATAGRAM_COUNTERS + GUARD_COUNTERS:
         assert delta[name] == ours[name], name
     assert delta["rx_frames"] == delta["rx_udp_payloads"] == 300
     assert delta["tx_udp_replies"] == delta["tx_datagrams"] == ours["tx_datagrams"]
@@ -135,6 +149,92 @@ def test_host_writes_are_what_the_wire_reads(board_and_model) -> None:
     engine.remove_rule(rule_id)
 
 
+def _exchange_from(board: VirtualBoard, payload: bytes, src_ip: str, src_port: int = 7000) -> list[bytes]:
+    """VirtualBoard.exchange from another source address: the replies the board sends to it."""
+    src_mac = "02:00:00:00:00:09"
+    board.device.eth_send(build_udp_frame(payload, src_mac=src_mac, dst_mac=BOARD_MAC, src_ip=src_ip,
+                                          dst_ip=BOARD_IP, src_port=src_port, dst_port=BOARD_UDP_PORT))
+    board.device.eth_run(QUIET_BASE + QUIET_PER_BYTE * len(payload), 200_000)
+    replies = []
+    while (out := board.device.eth_recv()) is not None:
+        reply = parse_frame(out)
+        assert isinstance(reply, UdpDatagram) and (reply.dst_ip, reply.dst_mac, reply.dst_port) == \
+            (src_ip, src_mac, src_port), reply
+        replies.append(reply.payload)
+    return replies
+
+
+@dataclass(frozen=True)
+class _Rule:
+    network: ipaddress.IPv4Network
+    allow: bool
+    budget: int
+
+
+@dataclass(frozen=True)
+class _Table:
+    entries: tuple
+    default_allow: bool
+    default_budget: int
+
+
+def _entry(network: str, allow: bool, budget: int) -> AdmissionEntry:
+    return AdmissionEntry(ipaddress.IPv4Network(network), allow, budget)
+
+
+def test_admission_and_reply_budget_on_the_wire(board_and_model) -> None:
+    board, model = board_and_model
+    fe = Frontend(board.device)
+    assert fe.admit_entries == 8
+    assert fe.admission() == {"entries": [], "default_allow": True, "default_budget": 2}
+    table = Admission((_entry("10.9.9.9/32", False, 0), _entry("10.9.0.0/16", True, 1),
+                       _entry("10.8.0.0/15", True, 0), _entry("0.0.0.0/0", True, 3)),
+                      default_allow=False)
+    # a bad table is refused whole before anything is written (the guard's own checks bypassed)
+    for bad in (_Table(table.entries + (_Rule(ipaddress.IPv4Network("10.0.0.0/8"), True, 256),), False, 0),
+                _Table(table.entries * 3, True, 1), _Table(table.entries, True, -1)):
+        with pytest.raises(ValueError):
+            fe.program_admission(bad)
+        assert fe.admission() == {"entries": [], "default_allow": True, "default_budget": 2}
+    fe.program_admission(table)
+    try:
+        assert fe.admission() == {"entries": [(e.network, e.allow, e.budget) for e in table.entries],
+                                  "default_allow": False, "default_budget": 2}
+        hdr = struct.pack(">HHHH", 9, 0, 1, 0)
+        keys = [b"adm-%02d" % i for i in range(24)]
+        ours: Counter = Counter()
+        before = board.counters()
+        for i in range(0, len(keys), 8):  # values of 31 bytes, from a trusted source, within the MTU
+            setup = hdr + b"".join(codec.Request(codec.Opcode.SETQ, key=k, extras=SETX, value=b"%-31s" % k).encode()
+                                   for k in keys[i:i + 8])
+            assert _exchange_from(board, setup, "10.8.1.1") == \
+                handle_datagram_from(model, setup, "10.8.1.1", table, ours) == []
+        multi = hdr + b"".join(codec.get_request(k, opcode=codec.Opcode.GETKQ, opaque=i).encode()
+                               for i, k in enumerate(keys)) + codec.Request(codec.Opcode.NOOP).encode()
+        text = hdr + b"get " + b" ".join(keys) + b"\r\n"
+        sources = ["10.9.9.9", "10.9.0.1", "10.9.255.255", "10.8.0.0", "10.9.9.8", "10.10.0.0", "192.0.2.1"]
+        for src in sources:
+            for payload in (multi, text):
+                expected = handle_datagram_from(model, payload, src, table, ours)
+                got = _exchange_from(board, payload, src)
+                assert got == expected, (src, payload[:40])
+                allowed, budget = table.decide(src)
+                if not allowed:
+                    assert got == []
+                elif budget:  # within M x L, but for the one budget reply past it (frontend.md §10)
+                    assert sum(map(len, got)) <= budget * len(payload) + 8 + 48, (src, budget)
+        after = board.counters()
+        delta = {name: after[name] - before[name] for name in after}
+        for name in DATAGRAM_COUNTERS + GUARD_COUNTERS:
+            assert delta[name] == ours[name], name
+        assert delta["drop_denied"] == 2 and delta["budget_exceeded"] >= 4, delta
+        assert delta["rx_udp_payloads"] == delta["drop_denied"] + delta["rx_datagrams"] == 2 * len(sources) + 3
+        assert delta["tx_udp_replies"] == delta["tx_datagrams"]
+    finally:
+        fe.program_admission(RESET_ADMISSION)  # the module's other tests expect the reset table
+    assert fe.admission() == {"entries": [], "default_allow": True, "default_budget": 2}
+
+
 def _borrowed_backend(board: VirtualBoard):  # type: ignore[no-untyped-def]
     """A mailbox backend on the board's registers that does not close the board."""
     from pynq_kv.mailbox import MailboxBackend
@@ -145,9 +245,19 @@ def _borrowed_backend(board: VirtualBoard):  # type: ignore[no-untyped-def]
 # -- through the UDP bridge: the same checks as the software server ---------------------------
 
 
+async def _trusted_bridge(appliance: Appliance, host: str, port: int) -> UdpServer:
+    """The bridge, its board's table set to trust all (its one virtual source): the differential
+    tests compare unbudgeted replies with memcached's, as the software server trusts loopback."""
+    server = await start_board_bridge(appliance, host, port)
+    backend = appliance.engine.backend
+    assert isinstance(backend, BoardBackend)
+    Frontend(backend.board.device).program_admission(TRUST_ALL)
+    return server
+
+
 @pytest.fixture(scope="module")
 def board_peer() -> Iterator[Peer]:
-    running = ServerThread(lambda: board_engine(BOARD_GEOMETRY), starter=start_board_bridge)
+    running = ServerThread(lambda: board_engine(BOARD_GEOMETRY), starter=_trusted_bridge)
     peer = Peer("pynq-kv board", running.server.port)
     yield peer
     peer.close()
@@ -190,7 +300,7 @@ def test_text_subset_like_memcached(memcached: Peer, board_peer: Peer) -> None:
 
 @needs_memcaslap
 def test_memcaslap_against_the_virtual_board(tmp_path: Path) -> None:
-    running = ServerThread(lambda: board_engine(BOARD_GEOMETRY), starter=start_board_bridge)
+    running = ServerThread(lambda: board_engine(BOARD_GEOMETRY), starter=_trusted_bridge)
     try:
         stats, other = memcaslap(running.server.port, write_config(tmp_path / "cfg", 31), 2000)
         assert_clean_run(stats, other, 2000)
@@ -205,4 +315,4 @@ def test_memcaslap_against_the_virtual_board(tmp_path: Path) -> None:
 
 
 def test_the_board_counts_what_the_software_server_counts() -> None:
-    assert set(DATAGRAM_COUNTERS) <= set(rm.FE_COUNTER_NAMES)
+    assert set(DATAGRAM_COUNTERS + GUARD_COUNTERS) <= set(rm.FE_COUNTER_NAMES)

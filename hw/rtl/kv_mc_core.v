@@ -11,11 +11,14 @@ pynq-kv: memcached request-processing core (between the L2-L4 path and the engin
 `default_nettype none
 
 /*
- * docs/frontend.md §3-§8 in hardware: UDP payloads in (kv_eth_if m_axis_pl),
- * engine requests out and responses back (one kv_mc_arb port), reply
- * payloads out (kv_eth_if s_axis_rpl): the responses of each request
- * datagram packed into reply datagrams of at most MAX_DGRAM bytes.
+ * docs/frontend.md §3-§8 and §10 in hardware: UDP payloads in (kv_eth_if
+ * m_axis_pl), engine requests out and responses back (one kv_mc_arb port),
+ * reply payloads out (kv_eth_if s_axis_rpl): the responses of each request
+ * datagram packed into reply datagrams of at most MAX_DGRAM bytes, within
+ * the reply budget of its source.
  *
+ *   kv_mc_admit admission table: datagrams from denied sources dropped, the
+ *               others passed on with their budget multiplier M
  *   kv_mc_rx    frame header, binary request walker (one request per cycle
  *               from a realigning byte window), text bytes
  *   kv_mc_text  text subset, byte serial
@@ -24,19 +27,22 @@ pynq-kv: memcached request-processing core (between the L2-L4 path and the engin
  *               response descriptor into the descriptor FIFO and, if it has
  *               an engine operation, goes to the engine in the same cycle
  *   kv_mc_fmt   descriptor + engine response → response, packed into reply
- *               datagrams
+ *               datagrams; the reply budget M x (request payload length)
  *
  * The engine answers in request order, so the descriptor FIFO and the
  * engine's responses line up without tags (tuser is 0).  Per-datagram
  * metadata (source MAC/IP/port, VLAN) and the request id wait in the metadata
- * FIFO until the datagram's last descriptor has been answered.  Both FIFOs
+ * FIFO (with the budget multiplier of the admission check) until the
+ * datagram's last descriptor has been answered.  Both FIFOs
  * are kv_fifo with a registered read (block RAM for wide descriptors).
  *
  * counters: frontend.md §8 datagram/request counters, 64 bits each (zeroed
  * by counters_clear), counter c at counters[64c +: 64]: 0 rx_datagrams,
  * 1 drop_short, 2 drop_multi_datagram, 3 served, 4 requests_binary,
  * 5 requests_text, 6 drop_bad_magic, 7 req_truncated, 8 responses, 9 errors,
- * 10 tx_datagrams.
+ * 10 tx_datagrams, 11 drop_denied, 12 budget_exceeded.
+ *
+ * cfg_admit_*: the committed admission table of kv_mc_csr (kv_mc_admit).
  */
 module kv_mc_core #
 (
@@ -48,7 +54,8 @@ module kv_mc_core #
     parameter VALUE_W = 32,
     // Tag width of the engine port (kv_mc_arb port B): >= 1
     parameter TAG_W = 8,
-    // Metadata bits: >= 16 (kv_eth_if's metadata is 129)
+    // Metadata bits: >= 64, kv_eth_if's layout (source IPv4 address in
+    // [63:32], payload length in [15:0]); kv_eth_if's metadata is 129
     parameter META_W = 129,
     // Descriptor FIFO depth: power of two, >= engine latency + 4 for full rate
     parameter DESC_DEPTH = 32,
@@ -58,6 +65,8 @@ module kv_mc_core #
     parameter LINE_BYTES = 2048,
     // Longest reply datagram in bytes, frame header included: 256 to 65507 (frontend.md §3)
     parameter MAX_DGRAM = 1400,
+    // Admission table entries: 1 to 16 (frontend.md §10)
+    parameter ADMIT_ENTRIES = 8,
     // Request tdata width: derived, do not override
     parameter REQ_W = 106 + 2*KEY_W + VALUE_W,
     // Response tdata width: derived, do not override
@@ -100,10 +109,21 @@ module kv_mc_core #
     output wire                      s_axis_rsp_tready,
 
     /*
-     * Counters (frontend.md §8 datagram and request layers)
+     * Admission table (frontend.md §10; kv_mc_admit)
+     */
+    input  wire [ADMIT_ENTRIES-1:0]    cfg_admit_valid,
+    input  wire [ADMIT_ENTRIES-1:0]    cfg_admit_allow,
+    input  wire [32*ADMIT_ENTRIES-1:0] cfg_admit_addr,
+    input  wire [32*ADMIT_ENTRIES-1:0] cfg_admit_mask,
+    input  wire [8*ADMIT_ENTRIES-1:0]  cfg_admit_budget,
+    input  wire                        cfg_admit_def_allow,
+    input  wire [7:0]                  cfg_admit_def_budget,
+
+    /*
+     * Counters (frontend.md §8 datagram and request layers, §10)
      */
     input  wire                      counters_clear,
-    output wire [11*64-1:0]          counters
+    output wire [13*64-1:0]          counters
 );
 
 `include "kv_regs.vh"
@@ -113,7 +133,8 @@ localparam VB = VALUE_W / 8;
 localparam MAX_KEY = KB - 1;
 localparam REQ_BYTES = 32 + MAX_KEY + VB - 1;
 localparam DESC_W = 60 + 8 * MAX_KEY;
-localparam NCNT = 11;
+localparam NCNT = 13;
+localparam MW = META_W + 8;         // metadata with the budget multiplier above it
 
 // check configuration
 initial begin
@@ -129,16 +150,57 @@ initial begin
         $error("Error: TAG_W must be at least 1 (instance %m)");
         $finish;
     end
-    if (META_W < 16) begin
-        $error("Error: META_W must be at least 16 (instance %m)");
+    if (META_W < 64) begin
+        $error("Error: META_W must be at least 64 (instance %m)");
         $finish;
     end
 end
 
 /*
+ * admission
+ */
+wire [DATA_W-1:0] adm_tdata;
+wire [DATA_W/8-1:0] adm_tkeep;
+wire adm_tvalid, adm_tready, adm_tlast;
+wire [META_W-1:0] adm_meta;
+wire [7:0] adm_budget;
+wire st_denied;
+
+kv_mc_admit #(
+    .DATA_W(DATA_W),
+    .META_W(META_W),
+    .ENTRIES(ADMIT_ENTRIES)
+)
+admit_inst (
+    .clk(clk),
+    .rst(rst),
+    .cfg_valid(cfg_admit_valid),
+    .cfg_allow(cfg_admit_allow),
+    .cfg_addr(cfg_admit_addr),
+    .cfg_mask(cfg_admit_mask),
+    .cfg_budget(cfg_admit_budget),
+    .cfg_def_allow(cfg_admit_def_allow),
+    .cfg_def_budget(cfg_admit_def_budget),
+    .s_axis_tdata(s_axis_pl_tdata),
+    .s_axis_tkeep(s_axis_pl_tkeep),
+    .s_axis_tvalid(s_axis_pl_tvalid),
+    .s_axis_tready(s_axis_pl_tready),
+    .s_axis_tlast(s_axis_pl_tlast),
+    .s_axis_meta(s_axis_pl_meta),
+    .m_axis_tdata(adm_tdata),
+    .m_axis_tkeep(adm_tkeep),
+    .m_axis_tvalid(adm_tvalid),
+    .m_axis_tready(adm_tready),
+    .m_axis_tlast(adm_tlast),
+    .m_axis_meta(adm_meta),
+    .m_axis_budget(adm_budget),
+    .stat_denied(st_denied)
+);
+
+/*
  * walker
  */
-wire [META_W+15:0] rx_meta_data;
+wire [MW+15:0] rx_meta_data;
 wire rx_meta_valid, rx_meta_ready;
 wire [2:0] item_kind;
 wire item_first, item_last;
@@ -152,17 +214,17 @@ wire st_dgram, st_short, st_multi, st_served;
 kv_mc_rx #(
     .DATA_W(DATA_W),
     .REQ_BYTES(REQ_BYTES),
-    .META_W(META_W)
+    .META_W(MW)
 )
 rx_inst (
     .clk(clk),
     .rst(rst),
-    .s_axis_tdata(s_axis_pl_tdata),
-    .s_axis_tkeep(s_axis_pl_tkeep),
-    .s_axis_tvalid(s_axis_pl_tvalid),
-    .s_axis_tready(s_axis_pl_tready),
-    .s_axis_tlast(s_axis_pl_tlast),
-    .s_meta(s_axis_pl_meta),
+    .s_axis_tdata(adm_tdata),
+    .s_axis_tkeep(adm_tkeep),
+    .s_axis_tvalid(adm_tvalid),
+    .s_axis_tready(adm_tready),
+    .s_axis_tlast(adm_tlast),
+    .s_meta({adm_budget, adm_meta}),
     .m_meta_data(rx_meta_data),
     .m_meta_valid(rx_meta_valid),
     .m_meta_ready(rx_meta_ready),
@@ -327,12 +389,12 @@ desc_fifo_inst (
     .count(desc_count_unused)
 );
 
-wire [META_W+15:0] meta_out;
+wire [MW+15:0] meta_out;
 wire meta_out_valid, meta_out_ready;
 wire [$clog2(META_DEPTH):0] meta_count_unused;
 
 kv_fifo #(
-    .WIDTH(META_W + 16),
+    .WIDTH(MW + 16),
     .DEPTH(META_DEPTH),
     .OUTPUT_REG(1)
 )
@@ -351,7 +413,7 @@ meta_fifo_inst (
 /*
  * formatter
  */
-wire st_response, st_error, st_datagram;
+wire st_response, st_error, st_datagram, st_budget;
 
 kv_mc_fmt #(
     .DATA_W(DATA_W),
@@ -380,7 +442,8 @@ fmt_inst (
     .s_rsp_value(s_axis_rsp_tdata[KV_RSP_VALUE_LSB +: VALUE_W]),
     .s_rsp_valid(s_axis_rsp_tvalid),
     .s_rsp_ready(s_axis_rsp_tready),
-    .s_meta_data(meta_out),
+    .s_meta_data(meta_out[META_W+15:0]),
+    .s_meta_budget(meta_out[MW+15 -: 8]),
     .s_meta_valid(meta_out_valid),
     .s_meta_ready(meta_out_ready),
     .m_axis_tdata(m_axis_rpl_tdata),
@@ -391,7 +454,8 @@ fmt_inst (
     .m_axis_meta(m_axis_rpl_meta),
     .stat_response(st_response),
     .stat_error(st_error),
-    .stat_datagram(st_datagram)
+    .stat_datagram(st_datagram),
+    .stat_budget(st_budget)
 );
 
 /*
@@ -399,6 +463,8 @@ fmt_inst (
  */
 reg [64*NCNT-1:0] cnt_reg;
 wire [2*NCNT-1:0] inc = {
+    {1'b0, st_budget},                                  // 12 budget_exceeded
+    {1'b0, st_denied},                                  // 11 drop_denied
     {1'b0, st_datagram},                                // 10 tx_datagrams
     {1'b0, st_error},                                   // 9 errors
     {1'b0, st_response},                                // 8 responses

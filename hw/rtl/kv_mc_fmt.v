@@ -36,8 +36,22 @@ pynq-kv: memcached response formatter and reply datagram packer
  * Wire values (frontend.md §4.3): a raw value whose first byte M is at most
  * MAX_VALUE is the M bytes after it; otherwise the whole raw value.
  *
+ * Reply budget (frontend.md §10): a request datagram of L payload bytes
+ * (s_meta_data's payload_len) from a source with budget multiplier M
+ * (s_meta_budget, 0: none) may draw B = M x L reply bytes, frame headers
+ * included.  Before the packer takes a response's first chunk it computes S,
+ * the reply bytes of the request datagram so far plus the response plus 8 if
+ * the response opens a reply datagram; if S > B and a response of this
+ * request datagram has been packed already, the response in R is replaced
+ * (one cycle) by the budget reply -- binary: its opcode and opaque, status
+ * 0x0085, body "Use TCP"; text: SERVER_ERROR reply exceeds UDP budget; use
+ * TCP -- which is then packed like any response, and every later response of
+ * the request datagram is withheld (their descriptors and engine responses
+ * are still taken, and the last one still closes the reply datagram).
+ *
  * Statistics (pulses): stat_response (a response sent), stat_error (an error
- * response of §7), stat_datagram (a reply datagram closed).
+ * response of §7, the budget reply included), stat_datagram (a reply
+ * datagram closed), stat_budget (a request datagram's replies cut).
  */
 module kv_mc_fmt #
 (
@@ -47,7 +61,8 @@ module kv_mc_fmt #
     parameter KEY_W = 288,
     // Value width in bits: multiple of 32, 32 to 512
     parameter VALUE_W = 32,
-    // Per-datagram metadata bits: >= 16 (kv_eth_if's metadata is 129)
+    // Per-datagram metadata bits: >= 16, payload length in [15:0]
+    // (kv_eth_if's metadata is 129)
     parameter META_W = 129,
     // Longest reply datagram in bytes, frame header included: 256 to 65507
     // (frontend.md §3: 1400); no response is ever longer than 242
@@ -83,9 +98,11 @@ module kv_mc_fmt #
     output wire                      s_rsp_ready,
 
     /*
-     * Per-datagram metadata and request id (kv_mc_rx m_meta_*)
+     * Per-datagram metadata and request id (kv_mc_rx m_meta_*), and the
+     * budget multiplier of the datagram's source (kv_mc_admit)
      */
     input  wire [META_W+15:0]        s_meta_data,
+    input  wire [7:0]                s_meta_budget,
     input  wire                      s_meta_valid,
     output wire                      s_meta_ready,
 
@@ -104,7 +121,8 @@ module kv_mc_fmt #
      */
     output wire                      stat_response,
     output wire                      stat_error,
-    output wire                      stat_datagram
+    output wire                      stat_datagram,
+    output wire                      stat_budget
 );
 
 `include "kv_mc_defs.vh"
@@ -128,6 +146,8 @@ localparam RB = NCH * BYTES;
 localparam CHW = $clog2(NCH + 1);
 localparam FW = $clog2(BYTES + 1);
 localparam [15:0] MAX_DGRAM16 = 16'd0 + MAX_DGRAM;
+localparam [15:0] BUD_BIN_LEN = 16'd31;                // budget replies: binary (header + "Use TCP")
+localparam [15:0] BUD_TXT_LEN = 16'd48;                // text
 
 // fixed strings (message ids)
 localparam [4:0]
@@ -447,6 +467,9 @@ reg [7:0] p_toff_reg;
 reg [15:0] p_len_reg;
 reg [META_W-17:0] p_meta_reg;       // metadata without payload_len
 reg [15:0] p_rid_reg;               // request id
+reg p_bin_reg;                      // a binary response (else text)
+reg p_unl_reg;                      // the source has no budget (M = 0)
+reg [23:0] p_bud_reg;               // its budget B = M x L in bytes
 
 wire r_load;
 wire p_free = !p_valid_reg || r_load || !(p_send_reg || p_close_reg);
@@ -469,6 +492,9 @@ always @(posedge clk) begin
         p_len_reg <= reply_len;
         p_meta_reg <= s_meta_data[META_W+15:32];
         p_rid_reg <= s_meta_data[15:0];
+        p_bin_reg <= binary;
+        p_unl_reg <= s_meta_budget == 8'd0;
+        p_bud_reg <= s_meta_budget * s_meta_data[31:16];
     end
     if (rst) begin
         p_valid_reg <= 1'b0;
@@ -495,8 +521,16 @@ reg [CHW-1:0] r_ptr_reg;            // next chunk
 reg [CHW-1:0] r_last_reg;           // last chunk
 reg [META_W-17:0] r_meta_reg;
 reg [15:0] r_rid_reg;
+reg r_bin_reg;
+reg r_unl_reg;
+reg [23:0] r_bud_reg;
+reg r_isbud_reg;                    // the record is the budget reply
 
 wire r_done;
+wire cut;                           // the budget reply replaces the record this cycle
+wire [8*RB-1:0] bud_rec;
+wire [15:0] bud_len;
+wire [15:0] bud_m1 = bud_len - 16'd1;
 assign r_load = p_valid_reg && (p_send_reg || p_close_reg) && (!r_valid_reg || r_done);
 
 always @(posedge clk) begin
@@ -513,6 +547,17 @@ always @(posedge clk) begin
         r_last_reg <= len_m1[CHW+FW-2:FW-1];
         r_meta_reg <= p_meta_reg;
         r_rid_reg <= p_rid_reg;
+        r_bin_reg <= p_bin_reg;
+        r_unl_reg <= p_unl_reg;
+        r_bud_reg <= p_bud_reg;
+        r_isbud_reg <= 1'b0;
+    end
+    if (cut) begin
+        r_err_reg <= 1'b1;
+        r_rec_reg <= bud_rec;
+        r_len_reg <= bud_len;
+        r_last_reg <= bud_m1[CHW+FW-2:FW-1];
+        r_isbud_reg <= 1'b1;
     end
     if (rst) begin
         r_valid_reg <= 1'b0;
@@ -555,7 +600,14 @@ reg [META_W-1:0] o_meta_reg;
 reg stat_response_reg;
 reg stat_error_reg;
 reg stat_datagram_reg;
+reg stat_budget_reg;
 
+// reply budget of the request datagram whose responses are in R
+reg [24:0] tot_reg;                 // its reply bytes so far, frame headers included
+reg sent_reg;                       // one of its responses has been packed
+reg cut_reg;                        // its replies are cut: only the budget reply is packed
+
+wire k_send = r_send_reg && (!cut_reg || r_isbud_reg);
 wire o_free = !o_valid_reg || m_axis_tready;
 wire [31:0] bytes32 = BYTES;
 wire opening = ch_first && !open_reg;
@@ -564,7 +616,18 @@ wire [2*DATA_W-1:0] base = opening ? {{(2*DATA_W-64){1'b0}}, frame_hdr} : {{DATA
 wire [FW:0] base_n = opening ? 8 : {1'b0, f_reg};
 wire [2*DATA_W-1:0] comb = base | ({{DATA_W{1'b0}}, chunk} << {base_n, 3'b000});
 wire [FW:0] t_n = base_n + {1'b0, ch_n};
-wire too_long = ch_first && open_reg && ({16'd0, dg_len_reg} + {16'd0, r_len_reg} > {16'd0, MAX_DGRAM16});
+wire overflow = {16'd0, dg_len_reg} + {16'd0, r_len_reg} > {16'd0, MAX_DGRAM16};
+wire too_long = ch_first && open_reg && overflow;
+wire [24:0] s_bytes = tot_reg + {9'd0, r_len_reg} + ((!open_reg || overflow) ? 25'd8 : 25'd0);
+wire over = ch_first && sent_reg && !cut_reg && !r_unl_reg && s_bytes > {1'b0, r_bud_reg};
+
+// the budget reply in place of the response in R (frontend.md §10)
+wire [8*RB-1:0] bud_bin = ({{(8*RB-8*TB){1'b0}}, lanes("Use TCP", 7)} << (8*MC_HDR_BYTES)) |
+    {{(8*RB-128){1'b0}}, r_rec_reg[127:96], 8'h07, 24'd0, 8'h85, 40'd0, r_rec_reg[15:8], MC_MAGIC_RSP};
+wire [8*RB-1:0] bud_txt = {{(8*RB-8*TB){1'b0}},
+    lanes("SERVER_ERROR reply exceeds UDP budget; use TCP\015\012", 48)};
+assign bud_rec = r_bin_reg ? bud_bin : bud_txt;
+assign bud_len = r_bin_reg ? BUD_BIN_LEN : BUD_TXT_LEN;
 
 reg emit;
 reg [DATA_W-1:0] emit_data;
@@ -572,6 +635,7 @@ reg [FW:0] emit_n;
 reg emit_last;
 reg take_chunk;
 reg close_dg;
+reg cut_now;
 always @* begin
     emit = 1'b0;
     emit_data = acc_reg;
@@ -579,15 +643,18 @@ always @* begin
     emit_last = 1'b1;
     take_chunk = 1'b0;
     close_dg = 1'b0;
+    cut_now = 1'b0;
     if (o_free) begin
         if (pend_close_reg) begin
             emit = 1'b1;
             close_dg = 1'b1;
-        end else if (r_valid_reg && !r_send_reg) begin
-            // the request datagram ended after a suppressed response: close
-            emit = open_reg;
-            close_dg = open_reg;
+        end else if (r_valid_reg && !k_send) begin
+            // a suppressed or withheld response; the last of the request datagram closes
+            emit = open_reg && r_close_reg;
+            close_dg = open_reg && r_close_reg;
             take_chunk = 1'b1;
+        end else if (r_valid_reg && over) begin
+            cut_now = 1'b1;
         end else if (r_valid_reg && too_long) begin
             emit = 1'b1;
             close_dg = 1'b1;
@@ -607,13 +674,15 @@ always @* begin
     end
 end
 
-assign r_done = take_chunk && (!r_send_reg || ch_last);
+assign r_done = take_chunk && (!k_send || ch_last);
+assign cut = cut_now;
 
 integer i2;
 always @(posedge clk) begin
-    stat_response_reg <= r_done && r_send_reg;
-    stat_error_reg <= r_done && r_send_reg && r_err_reg;
+    stat_response_reg <= r_done && k_send;
+    stat_error_reg <= r_done && k_send && r_err_reg;
     stat_datagram_reg <= emit && emit_last;
+    stat_budget_reg <= cut_now;
 
     if (m_axis_tready) begin
         o_valid_reg <= 1'b0;
@@ -628,7 +697,11 @@ always @(posedge clk) begin
         o_meta_reg <= {opening && take_chunk ? r_meta_reg : k_meta_reg, 16'd0};
     end
 
-    if (take_chunk && r_send_reg) begin
+    if (take_chunk && k_send) begin
+        if (ch_first) begin
+            tot_reg <= tot_reg + {9'd0, r_len_reg} + (opening ? 25'd8 : 25'd0);
+            sent_reg <= 1'b1;
+        end
         r_ptr_reg <= ch_last ? {CHW{1'b0}} : r_ptr_reg + 1'b1;
         if (opening) begin
             open_reg <= 1'b1;
@@ -658,8 +731,21 @@ always @(posedge clk) begin
     if (r_load) begin
         r_ptr_reg <= {CHW{1'b0}};
     end
+    if (cut_now) begin
+        cut_reg <= 1'b1;
+    end
+    if (r_done && r_close_reg) begin
+        // the request datagram's last descriptor: its budget state is done
+        tot_reg <= 25'd0;
+        sent_reg <= 1'b0;
+        cut_reg <= 1'b0;
+    end
 
     if (rst) begin
+        tot_reg <= 25'd0;
+        sent_reg <= 1'b0;
+        cut_reg <= 1'b0;
+        stat_budget_reg <= 1'b0;
         r_ptr_reg <= {CHW{1'b0}};
         acc_reg <= {DATA_W{1'b0}};
         f_reg <= {FW{1'b0}};
@@ -681,8 +767,9 @@ assign m_axis_meta = o_meta_reg;
 assign stat_response = stat_response_reg;
 assign stat_error = stat_error_reg;
 assign stat_datagram = stat_datagram_reg;
+assign stat_budget = stat_budget_reg;
 
-wire unused = &{1'b0, len_m1, s_meta_data[31:16], k_rid_reg, ch_rest, bytes32, vb32};
+wire unused = &{1'b0, len_m1, bud_m1, k_rid_reg, ch_rest, bytes32, vb32};
 
 endmodule
 

@@ -66,8 +66,14 @@ localparam [11:0] KV_REG_FE_IP = 12'h90C;
 localparam [11:0] KV_REG_FE_UDP_PORT = 12'h910;
 localparam [11:0] KV_REG_FE_DATA_W = 12'h914;
 localparam [11:0] KV_REG_FE_NUM_COUNTERS = 12'h918;
+localparam [11:0] KV_REG_FE_ADMIT_ENTRIES = 12'h91C;
+localparam [11:0] KV_REG_FE_ADMIT_DEFAULT = 12'h920;
+localparam [11:0] KV_REG_FE_ADMIT_ADDR = 12'h940;
+localparam KV_REG_FE_ADMIT_ADDR_SIZE = 16;
+localparam [11:0] KV_REG_FE_ADMIT_CTRL = 12'h980;
+localparam KV_REG_FE_ADMIT_CTRL_SIZE = 16;
 localparam [11:0] KV_REG_FE_COUNTER = 12'hA00;
-localparam KV_REG_FE_COUNTER_SIZE = 64;
+localparam KV_REG_FE_COUNTER_SIZE = 128;
 
 // register fields: bit position and width
 localparam KV_CTRL_GO = 0;
@@ -96,6 +102,22 @@ localparam KV_STATUS_ERR_UNEXPECTED_RSP = 18;
 localparam KV_STATUS_ERR_UNEXPECTED_RSP_W = 1;
 localparam KV_STATUS_ERR_BAD_ADDR = 19;
 localparam KV_STATUS_ERR_BAD_ADDR_W = 1;
+localparam KV_FE_CTRL_CLR_COUNTERS = 0;
+localparam KV_FE_CTRL_CLR_COUNTERS_W = 1;
+localparam KV_FE_CTRL_ADMIT_COMMIT = 1;
+localparam KV_FE_CTRL_ADMIT_COMMIT_W = 1;
+localparam KV_FE_ADMIT_DEFAULT_ALLOW = 1;
+localparam KV_FE_ADMIT_DEFAULT_ALLOW_W = 1;
+localparam KV_FE_ADMIT_DEFAULT_BUDGET = 16;
+localparam KV_FE_ADMIT_DEFAULT_BUDGET_W = 8;
+localparam KV_FE_ADMIT_CTRL_VALID = 0;
+localparam KV_FE_ADMIT_CTRL_VALID_W = 1;
+localparam KV_FE_ADMIT_CTRL_ALLOW = 1;
+localparam KV_FE_ADMIT_CTRL_ALLOW_W = 1;
+localparam KV_FE_ADMIT_CTRL_LEN = 8;
+localparam KV_FE_ADMIT_CTRL_LEN_W = 6;
+localparam KV_FE_ADMIT_CTRL_BUDGET = 16;
+localparam KV_FE_ADMIT_CTRL_BUDGET_W = 8;
 
 // opcodes (request and response `op` field)
 localparam [4:0] KV_OP_GET = 5'd1;
@@ -172,7 +194,9 @@ localparam KV_FE_CNT_REQ_TRUNCATED = 28;
 localparam KV_FE_CNT_RESPONSES = 29;
 localparam KV_FE_CNT_ERRORS = 30;
 localparam KV_FE_CNT_TX_DATAGRAMS = 31;
-localparam KV_FE_NUM_COUNTERS = 32;
+localparam KV_FE_CNT_DROP_DENIED = 32;
+localparam KV_FE_CNT_BUDGET_EXCEEDED = 33;
+localparam KV_FE_NUM_COUNTERS = 34;
 
 // request stream tdata (m_axis_req of kv_csr, s_axis_req of kv_engine), fields from bit 0 upward: KV_REQ_<FIELD>_LSB and _W
 localparam KV_REQ_OP_LSB = 0;

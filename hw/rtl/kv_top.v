@@ -27,9 +27,10 @@ engine and AXI4-Lite CSR (what a Vivado design instantiates)
  * mailbox does not use).
  *
  * Register map (docs/registers.md): kv_mc_csr answers the front-end block
- * 0x900-0xAFF (MAC/IP/UDP port, FE_COUNTER: the 21 frame counters of
- * kv_eth_if then the 11 datagram/request counters of kv_mc_core) and passes
- * every other address to kv_csr (geometry, mailbox, engine counters).
+ * 0x900-0xBFF (MAC/IP/UDP port, the admission table, FE_COUNTER: the 21
+ * frame counters of kv_eth_if then the 13 datagram/request counters of
+ * kv_mc_core) and passes every other address to kv_csr (geometry, mailbox,
+ * engine counters).
  */
 module kv_top #
 (
@@ -79,7 +80,9 @@ module kv_top #
     parameter DESC_DEPTH = 32,
     parameter META_DEPTH = 32,
     parameter LINE_BYTES = 2048,
-    parameter MAX_DGRAM = 1400
+    parameter MAX_DGRAM = 1400,
+    // Admission table entries (frontend.md §10): 1 to 16
+    parameter ADMIT_ENTRIES = 8
 )
 (
     input  wire                     clk,
@@ -128,7 +131,7 @@ module kv_top #
 localparam REQ_W = 106 + 2*KEY_W + VALUE_W;
 localparam RSP_W = 118 + 2*KEY_W + VALUE_W;
 localparam ETH_COUNTERS = 21;
-localparam CORE_COUNTERS = 11;
+localparam CORE_COUNTERS = 13;
 
 // the submodules check their own parameters; this only adds what joins them
 initial begin
@@ -158,6 +161,11 @@ wire [15:0] cfg_udp_port;
 wire counters_clear;
 wire [ETH_COUNTERS*64-1:0] eth_counters;
 wire [CORE_COUNTERS*64-1:0] core_counters;
+wire [ADMIT_ENTRIES-1:0] admit_valid, admit_allow;
+wire [32*ADMIT_ENTRIES-1:0] admit_addr, admit_mask;
+wire [8*ADMIT_ENTRIES-1:0] admit_budget;
+wire admit_def_allow;
+wire [7:0] admit_def_budget;
 
 kv_mc_csr #(
     .KEY_W(KEY_W),
@@ -165,6 +173,7 @@ kv_mc_csr #(
     .ADDR_WIDTH(ADDR_WIDTH),
     .DATA_W(DATA_W),
     .NUM_COUNTERS(ETH_COUNTERS + CORE_COUNTERS),
+    .ADMIT_ENTRIES(ADMIT_ENTRIES),
     .CFG_MAC(CFG_MAC),
     .CFG_IP(CFG_IP),
     .CFG_UDP_PORT(CFG_UDP_PORT)
@@ -214,7 +223,14 @@ fe_csr_inst (
     .cfg_ip(cfg_ip),
     .cfg_udp_port(cfg_udp_port),
     .counters_clear(counters_clear),
-    .fe_counters({core_counters, eth_counters})
+    .fe_counters({core_counters, eth_counters}),
+    .cfg_admit_valid(admit_valid),
+    .cfg_admit_allow(admit_allow),
+    .cfg_admit_addr(admit_addr),
+    .cfg_admit_mask(admit_mask),
+    .cfg_admit_budget(admit_budget),
+    .cfg_admit_def_allow(admit_def_allow),
+    .cfg_admit_def_budget(admit_def_budget)
 );
 
 /*
@@ -339,7 +355,8 @@ kv_mc_core #(
     .DESC_DEPTH(DESC_DEPTH),
     .META_DEPTH(META_DEPTH),
     .LINE_BYTES(LINE_BYTES),
-    .MAX_DGRAM(MAX_DGRAM)
+    .MAX_DGRAM(MAX_DGRAM),
+    .ADMIT_ENTRIES(ADMIT_ENTRIES)
 )
 core_inst (
     .clk(clk),
@@ -364,6 +381,13 @@ core_inst (
     .s_axis_rsp_tuser(fe_rsp_tuser),
     .s_axis_rsp_tvalid(fe_rsp_tvalid),
     .s_axis_rsp_tready(fe_rsp_tready),
+    .cfg_admit_valid(admit_valid),
+    .cfg_admit_allow(admit_allow),
+    .cfg_admit_addr(admit_addr),
+    .cfg_admit_mask(admit_mask),
+    .cfg_admit_budget(admit_budget),
+    .cfg_admit_def_allow(admit_def_allow),
+    .cfg_admit_def_budget(admit_def_budget),
     .counters_clear(counters_clear),
     .counters(core_counters)
 );

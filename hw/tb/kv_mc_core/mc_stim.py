@@ -1,7 +1,10 @@
 """Stimulus and reference model shared by the memcached front-end testbenches.
 
-`McModel` is the reference: `pynq_kv.serve.memcached.server.handle_datagram` on a model `KVEngine` of the
-same geometry (relocation off, as the RTL data plane never relocates: frontend.md §5).
+`McModel` is the reference: `pynq_kv.serve.memcached.server.handle_datagram_from` (admission and
+reply budget of frontend.md §10, then `handle_datagram`) on a model `KVEngine` of the same geometry
+(relocation off, as the RTL data plane never relocates: frontend.md §5), with the admission table
+the RTL holds (`RESET_ADMISSION` after reset). `admission_signals` is a table as kv_mc_core's
+cfg_admit_* inputs carry it.
 `Stim` makes UDP payloads for docs/frontend.md §3-§6: binary datagrams of every opcode, with
 quiet ops, NOOP-terminated multi-gets and every malformation of §4.1; text datagrams of the
 §6 subset with its error cases; datagram-level faults (short, multi-datagram, empty body,
@@ -10,6 +13,7 @@ truncation, bad magic).
 
 from __future__ import annotations
 
+import ipaddress
 import random
 import struct
 from collections import Counter
@@ -17,24 +21,47 @@ from collections import Counter
 from pynq_kv.engine import KVEngine
 from pynq_kv.geometry import Geometry
 from pynq_kv.net.codec import HEADER, Opcode, Request
-from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS, handle_datagram
+from pynq_kv.serve.memcached.guard import DEFAULT_BUDGET, Admission
+from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS, GUARD_COUNTERS, handle_datagram_from
 from pynq_kv.net.udpframe import wrap
 
 PRINTABLE = bytes(range(0x21, 0x7F))
+CORE_COUNTERS = DATAGRAM_COUNTERS + GUARD_COUNTERS  # kv_mc_core's counters, in its order
+RESET_ADMISSION = Admission((), default_allow=True, default_budget=DEFAULT_BUDGET)  # the RTL's reset table
+TRUSTED = Admission((), default_allow=True, default_budget=0)  # everyone, no budget
 
 
 class McModel:
     """The reference front-end: replies and counters for each datagram, in order."""
 
-    def __init__(self, geometry: Geometry) -> None:
+    def __init__(self, geometry: Geometry, admission: Admission = RESET_ADMISSION) -> None:
         self.engine = KVEngine(backend="model", geometry=geometry, relocation=False)
         self.counters: Counter = Counter()
+        self.admission = admission
 
-    def datagram(self, payload: bytes) -> list[bytes]:
-        return handle_datagram(self.engine, payload, self.counters)
+    def datagram(self, payload: bytes, source: int, admission: Admission | None = None) -> list[bytes]:
+        """The replies to payload from IPv4 source (an integer, as the metadata carries it),
+        decided by admission (default: the model's current table)."""
+        return handle_datagram_from(self.engine, payload, str(ipaddress.IPv4Address(source)),
+                                    admission or self.admission, self.counters)
 
     def datagram_counters(self) -> dict[str, int]:
-        return {name: self.counters[name] for name in DATAGRAM_COUNTERS}
+        return {name: self.counters[name] for name in CORE_COUNTERS}
+
+
+def admission_signals(admission: Admission, entries: int) -> dict[str, int]:
+    """kv_mc_core's cfg_admit_* values for a table (entry i in bits i, 32i.., 8i..; the prefix
+    length as a mask of that many ones from bit 31); unused entries are not valid."""
+    assert len(admission.entries) <= entries
+    out = {"valid": 0, "allow": 0, "addr": 0, "mask": 0, "budget": 0,
+           "def_allow": int(admission.default_allow), "def_budget": admission.default_budget}
+    for i, e in enumerate(admission.entries):
+        out["valid"] |= 1 << i
+        out["allow"] |= int(e.allow) << i
+        out["addr"] |= int(e.network.network_address) << (32 * i)
+        out["mask"] |= int(e.network.netmask) << (32 * i)
+        out["budget"] |= e.budget << (8 * i)
+    return out
 
 
 class Stim:
@@ -299,3 +326,47 @@ def directed_payloads(mk: int, mv: int) -> list[bytes]:
                                              Opcode.SET, Opcode.DELETE, Opcode.NOOP, Opcode.VERSION]))
     out += [wrap(0x4242, every), wrap(0x4243, every)]
     return out
+
+
+def multiget(rng: random.Random, keys: list[bytes], binary: bool, max_line: int, max_bytes: int) -> bytes:
+    """A datagram whose replies outgrow it (for the reply budget, frontend.md §10): many GETs of
+    a key pool and VERSIONs, a few SETs among them; binary closed by a NOOP, text `get` lines of
+    at most max_line bytes; the payload at most max_bytes."""
+    room = max_bytes - 8
+    if binary:
+        ops = [Opcode.GETK, Opcode.GETKQ, Opcode.GET, Opcode.GETQ, Opcode.MATCH, Opcode.VERSION]
+        noop = Request(Opcode.NOOP, opaque=0xAB).encode()
+        reqs: list[bytes] = []
+        used = len(noop)
+        for i in range(rng.randint(2, 60)):
+            if rng.random() < 0.05:
+                req = Request(Opcode.SET, rng.choice(keys), b"\0" * 8, b"w", opaque=i).encode()
+            else:
+                op = rng.choice(ops)
+                key = b"" if op == Opcode.VERSION else rng.choice(keys)
+                req = Request(op, key, opaque=rng.getrandbits(32)).encode()
+            if used + len(req) > room:
+                break
+            reqs.append(req)
+            used += len(req)
+        return wrap(rng.getrandbits(16), b"".join(reqs) + noop)
+    body = b""
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        line = b"get"
+        while True:
+            key = rng.choice(keys)
+            if len(line) + 1 + len(key) + 2 > max_line or len(body) + len(line) + len(key) + 3 > room:
+                break
+            line += b" " + key
+            if rng.random() < 0.04:
+                break
+        extra = b""
+        if rng.random() < 0.2:
+            extra += b"set %s 0 0 1\r\nz\r\n" % rng.choice(keys)
+        if rng.random() < 0.3:
+            extra += b"version\r\n" * rng.randint(1, 20)  # 9 bytes in, 19 out, no engine
+        if len(line) > 3 and len(body) + len(line) + 2 <= room:
+            body += line + b"\r\n"
+        if len(body) + len(extra) <= room:
+            body += extra
+    return wrap(rng.getrandbits(16), body or b"version\r\n")

@@ -29,7 +29,8 @@ module tb_kv_mc_core #
     parameter RSP_FIFO_DEPTH = 16,
     parameter DESC_DEPTH = 32,
     parameter META_DEPTH = 32,
-    parameter LINE_BYTES = 2048
+    parameter LINE_BYTES = 2048,
+    parameter ADMIT_ENTRIES = 8
 )
 (
     input  wire                      clk,
@@ -58,7 +59,15 @@ module tb_kv_mc_core #
     output wire                      m_axis_mb_rsp_tvalid,
     input  wire                      m_axis_mb_rsp_tready,
 
-    output wire [11*64-1:0]          counters,
+    input  wire [ADMIT_ENTRIES-1:0]    cfg_admit_valid,
+    input  wire [ADMIT_ENTRIES-1:0]    cfg_admit_allow,
+    input  wire [32*ADMIT_ENTRIES-1:0] cfg_admit_addr,
+    input  wire [32*ADMIT_ENTRIES-1:0] cfg_admit_mask,
+    input  wire [8*ADMIT_ENTRIES-1:0]  cfg_admit_budget,
+    input  wire                        cfg_admit_def_allow,
+    input  wire [7:0]                  cfg_admit_def_budget,
+
+    output wire [13*64-1:0]          counters,
     output wire [11*64-1:0]          engine_counters
 );
 
@@ -85,7 +94,8 @@ kv_mc_core #(
     .TAG_W(TAG_W),
     .DESC_DEPTH(DESC_DEPTH),
     .META_DEPTH(META_DEPTH),
-    .LINE_BYTES(LINE_BYTES)
+    .LINE_BYTES(LINE_BYTES),
+    .ADMIT_ENTRIES(ADMIT_ENTRIES)
 )
 core_inst (
     .clk(clk),
@@ -110,6 +120,13 @@ core_inst (
     .s_axis_rsp_tuser(fe_rsp_tuser),
     .s_axis_rsp_tvalid(fe_rsp_tvalid),
     .s_axis_rsp_tready(fe_rsp_tready),
+    .cfg_admit_valid(cfg_admit_valid),
+    .cfg_admit_allow(cfg_admit_allow),
+    .cfg_admit_addr(cfg_admit_addr),
+    .cfg_admit_mask(cfg_admit_mask),
+    .cfg_admit_budget(cfg_admit_budget),
+    .cfg_admit_def_allow(cfg_admit_def_allow),
+    .cfg_admit_def_budget(cfg_admit_def_budget),
     .counters_clear(1'b0),
     .counters(counters)
 );

@@ -3,20 +3,25 @@
 The DUT is tb_kv_mc_core.v: kv_mc_core on port B of kv_mc_arb in front of a real kv_engine,
 port A (the CSR mailbox in kv_top) driven by this testbench.  UDP payloads go in with random
 metadata; every payload is handed at the same moment to the reference model
-(`pynq_kv.serve.memcached.server.handle_datagram` on a model KVEngine of the same geometry, mc_stim.McModel),
-whose reply payloads the DUT must send, byte for byte and in order, each with the request's
-metadata (frontend.md §2: the reply goes back to the source).  At the end the core's
-frontend.md §8 counters and the engine's counters must equal the model's.
+(`pynq_kv.serve.memcached.server.handle_datagram_from` on a model KVEngine of the same geometry,
+mc_stim.McModel, with the admission table the DUT's cfg_admit_* inputs carry), whose reply payloads
+the DUT must send, byte for byte and in order, each with the request's metadata (frontend.md §2:
+the reply goes back to the source).  At the end the core's frontend.md §8 and §10 counters and
+the engine's counters must equal the model's.
 
 Covered: every opcode, quiet ops, NOOP-terminated multi-gets, every §4.1 malformation,
 oversized requests the walker skips, truncated and bad-magic datagrams, the text subset with
 its errors, short / multi-datagram / empty datagrams, idle gaps and back-pressure on both
 streams, mailbox requests interleaved with (and flooding against) the front-end, full-rate
-multi-GET and single-GET streams at 512 bits, and constant latency.
+multi-GET and single-GET streams at 512 bits, and constant latency; admission (denied sources
+dropped and counted, prefix edges /0 and /32, first match wins, entries not valid ignored, the
+table rewritten between datagrams) and the reply budget (multi-gets cut in binary and text, cuts
+at reply-datagram boundaries, writes after the cut still done) under idle gaps and back-pressure.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -44,13 +49,16 @@ from pynq_kv.backend import COUNTER_NAMES, RuleEntry  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
 from pynq_kv.hashing import hash_int  # noqa: E402
 from pynq_kv.net.codec import Opcode, Request  # noqa: E402
-from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS  # noqa: E402
+from pynq_kv.net.text import R_BUDGET  # noqa: E402
 from pynq_kv.net.udpframe import wrap  # noqa: E402
+from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry  # noqa: E402
 
-from mc_stim import McModel, Stim, directed_payloads  # noqa: E402
+from mc_stim import (CORE_COUNTERS, RESET_ADMISSION, TRUSTED, McModel, Stim, admission_signals,  # noqa: E402
+                     directed_payloads, multiget)
 
 TOPLEVEL = "tb_kv_mc_core"
-CORE_MODULES = ["kv_mc_core", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt", "kv_fifo",
+ADMIT_ENTRIES = 8
+CORE_MODULES = ["kv_mc_core", "kv_mc_admit", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt", "kv_fifo",
                 "kv_mc_arb"]
 ENGINE_MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
 DEFAULT_SEED = 0x70796E712D6B7631
@@ -105,6 +113,8 @@ class TB:
         self.ready_prob = 1.0
         self.ready_hold = (1, 1)
         self.driver_busy = False
+        self.sources: list[int] = []          # source addresses to draw from (empty: any)
+        self.set_admission(TRUSTED)
 
         self.mb_q: deque = deque()          # (request word, tag, expected fields, description)
         self.mb_inflight: deque = deque()
@@ -136,20 +146,43 @@ class TB:
         # the engine clears its table after reset (ROWS cycles)
         await ClockCycles(self.dut.clk, self.p["ROWS"] + 20)
 
+    # -- admission table --------------------------------------------------------------------
+    def set_admission(self, admission: Admission, junk: bool = False) -> None:
+        """Drive cfg_admit_* with a table (call only while no datagram is in the DUT's admission
+        stage: the model decides each datagram with the table in force when it is queued). junk:
+        the entries past the table's are not valid but would match every source."""
+        s = admission_signals(admission, ADMIT_ENTRIES)
+        if junk:
+            for i in range(len(admission.entries), ADMIT_ENTRIES):
+                s["allow"] |= self.rng.getrandbits(1) << i
+                s["budget"] |= self.rng.randrange(256) << (8 * i)
+        dut = self.dut
+        dut.cfg_admit_valid.value = s["valid"]
+        dut.cfg_admit_allow.value = s["allow"]
+        dut.cfg_admit_addr.value = s["addr"]
+        dut.cfg_admit_mask.value = s["mask"]
+        dut.cfg_admit_budget.value = s["budget"]
+        dut.cfg_admit_def_allow.value = s["def_allow"]
+        dut.cfg_admit_def_budget.value = s["def_budget"]
+        self.model.admission = admission
+
     # -- front-end ------------------------------------------------------------------------
     def random_meta(self, payload_len: int) -> int:
         rng = self.rng
         vlan = rng.random() < 0.3
+        src = rng.choice(self.sources) if self.sources else rng.getrandbits(32)
         return ((int(vlan) << 128) | ((rng.getrandbits(16) if vlan else 0) << 112)
-                | (rng.getrandbits(48) << 64) | (rng.getrandbits(32) << 32) | (rng.getrandbits(16) << 16)
+                | (rng.getrandbits(48) << 64) | (src << 32) | (rng.getrandbits(16) << 16)
                 | (payload_len & 0xFFFF))
 
-    def send(self, payload: bytes) -> list[bytes]:
+    def send(self, payload: bytes, source: int | None = None) -> list[bytes]:
         """Queue one datagram; the model answers it now (the DUT sees it in the same order)."""
         index = self.n_dgrams
         self.n_dgrams += 1
         meta = self.random_meta(len(payload))
-        replies = self.model.datagram(payload)
+        if source is not None:
+            meta = meta & ~(0xFFFFFFFF << 32) | (source << 32)
+        replies = self.model.datagram(payload, (meta >> 32) & 0xFFFFFFFF)
         for reply in replies:  # same addresses and VLAN; payload_len 0 (tx measures the payload)
             self.expect.append((index, reply, meta >> 16 << 16))
         self.send_q.append((index, payload, meta))
@@ -329,7 +362,7 @@ class TB:
     # -- final checks ------------------------------------------------------------------------
     def check(self) -> None:
         core = _uint(self.dut.counters.value)
-        got = {name: (core >> (64 * i)) & ((1 << 64) - 1) for i, name in enumerate(DATAGRAM_COUNTERS)}
+        got = {name: (core >> (64 * i)) & ((1 << 64) - 1) for i, name in enumerate(CORE_COUNTERS)}
         want = self.model.datagram_counters()
         if got != want:
             self.errors.append(f"core counters {got} != model {want}")
@@ -358,13 +391,85 @@ async def _setup(dut, seed: int) -> TB:
     return tb
 
 
+def ip(text: str) -> int:
+    return int(ipaddress.IPv4Address(text))
+
+
+def allow(network: str, budget: int) -> AdmissionEntry:
+    return AdmissionEntry(ipaddress.IPv4Network(network), True, budget)
+
+
+def deny(network: str) -> AdmissionEntry:
+    return AdmissionEntry(ipaddress.IPv4Network(network), False, 0)
+
+
+# sources around the prefixes of the tables below: inside, at both ends, just outside
+EDGE_SOURCES = [ip(a) for a in (
+    "10.1.2.3", "10.1.2.2", "10.1.2.4", "10.1.0.0", "10.1.255.255", "10.0.0.0", "10.255.255.255",
+    "11.0.0.0", "9.255.255.255", "0.0.0.0", "255.255.255.255", "172.16.0.1", "172.31.255.255",
+    "172.32.0.0", "192.168.1.7", "192.168.1.6", "192.168.0.0")]
+
+
+def random_admission(rng: random.Random) -> Admission:
+    """A table over EDGE_SOURCES' prefixes: overlapping entries, a /32 and a /0, random budgets."""
+    budget = lambda: rng.choice([0, 1, 1, 2, 2, 3, 5, 255])  # noqa: E731
+    pool = [deny("10.1.2.3/32"), allow("10.1.2.3/32", budget()), allow("10.1.0.0/16", budget()),
+            deny("10.1.2.0/24"), allow("10.0.0.0/8", budget()), allow("172.16.0.0/12", budget()),
+            deny("192.168.1.7/32"), allow("192.168.0.0/16", budget())]
+    entries = rng.sample(pool, rng.randint(0, ADMIT_ENTRIES - 1))
+    if rng.random() < 0.4:  # a /0 last (earlier it would hide every entry after it)
+        entries.append(rng.choice([deny("0.0.0.0/0"), allow("0.0.0.0/0", budget())]))
+    return Admission(tuple(entries), default_allow=rng.random() < 0.7, default_budget=budget())
+
+
+def boundary_cut(max_key: int) -> bytes:
+    """A binary datagram for M = 1 whose VERSION and NOOP responses (33 and 24 bytes, no engine)
+    fill the first reply datagram to within 30 bytes of 1400, whose next VERSION exceeds the
+    budget, and whose length (silent GETKQ misses after it) puts the budget between the two."""
+    r = 24 + 9                                      # a VERSION response
+    a = (1392 - 30) // r
+    room = 1392 - a * r
+    b = max(0, -(-(room - 30) // 24))               # NOOPs: room left 7..30 bytes
+    used = a * r + 24 * b
+    reqs = [Request(Opcode.VERSION, opaque=i).encode() for i in range(a)]
+    reqs += [Request(Opcode.NOOP, opaque=i).encode() for i in range(b)]
+    reqs.append(Request(Opcode.VERSION, opaque=0xC07).encode())
+    length = 8 + sum(len(q) for q in reqs)
+    lo, hi = 8 + used - length, 16 + used + r - 1 - length   # L - length must lie in [lo, hi]
+    m = max(1, -(-lo // (24 + max_key)))
+    sizes = [max_key] * m
+    excess = m * (24 + max_key) - hi
+    for i in range(m):
+        cut = min(max(excess, 0), max_key - 1)
+        sizes[i] -= cut
+        excess -= cut
+    assert lo <= sum(24 + s for s in sizes) <= hi, (lo, hi, sizes)
+    reqs += [Request(Opcode.GETKQ, b"\x01" * s).encode() for s in sizes]   # misses: no reply
+    return wrap(0xB0B, b"".join(reqs))
+
+
+async def fill(tb: TB, keys: list[bytes]) -> None:
+    """Every key of the pool stored (longest values), as a trusted source."""
+    vb = tb.value_w // 8 - 1
+    saved = tb.model.admission
+    tb.set_admission(TRUSTED)
+    for i in range(0, len(keys), 8):
+        tb.send(wrap(0, b"".join(Request(Opcode.SETQ, k, b"\0" * 8, bytes([0x41 + i % 26]) * vb).encode()
+                                 for k in keys[i:i + 8])))
+    await tb.drain()
+    tb.set_admission(saved)
+
+
 @cocotb.test()
 async def run_mixed(dut):
-    """Random binary and text datagrams with every fault, idle gaps and back-pressure."""
+    """Random binary and text datagrams with every fault, idle gaps and back-pressure, from
+    sources of a random admission table with budgets."""
     tb = await _setup(dut, cocotb.RANDOM_SEED)
     stim = Stim(tb.rng, tb.key_w, tb.value_w, pool=40)
     tb.setup_untagged_slot(stim.keys[0])
     await tb.drain()
+    tb.set_admission(random_admission(tb.rng), junk=True)
+    tb.sources = EDGE_SOURCES
     tb.idle_prob = 0.2
     tb.ready_prob = 0.7
     tb.ready_hold = (1, 5)
@@ -372,6 +477,89 @@ async def run_mixed(dut):
         tb.send(stim.payload(text_share=0.3))
     await tb.drain()
     tb.check()
+
+
+@cocotb.test()
+async def run_admission(dut):
+    """Admission, directed: prefix edges (/32 and its neighbours, /16 and /8 ends, /0), the first
+    matching entry wins over a later one, entries not valid are ignored, the default decides
+    the rest; the table rewritten between datagrams. Every source sends a binary and a text
+    multi-get; the counters must show exactly the predicted drops."""
+    tb = await _setup(dut, cocotb.RANDOM_SEED + 4)
+    stim = Stim(tb.rng, tb.key_w, tb.value_w, pool=24)
+    await fill(tb, stim.keys)
+    line = 2048 - 8
+    every = {str(ipaddress.IPv4Address(a)) for a in EDGE_SOURCES}
+    tables = [
+        (Admission((deny("10.1.2.3/32"), allow("10.1.0.0/16", 0), allow("10.1.2.0/24", 1),
+                    allow("10.0.0.0/8", 1), deny("0.0.0.0/0")), default_allow=True, default_budget=7),
+         {"10.1.2.3", "11.0.0.0", "9.255.255.255", "0.0.0.0", "255.255.255.255", "172.16.0.1",
+          "172.31.255.255", "172.32.0.0", "192.168.1.7", "192.168.1.6", "192.168.0.0"}),
+        (Admission((allow("0.0.0.0/0", 3),), default_allow=False), set()),
+        (Admission((), default_allow=False), every),
+        (Admission((allow("10.1.2.3/32", 0), deny("10.1.2.3/32")), default_allow=False, default_budget=0),
+         every - {"10.1.2.3"}),
+        (Admission((), default_allow=True, default_budget=1), set()),
+    ]
+    for admission, denied in tables:
+        tb.set_admission(admission, junk=True)
+        before = tb.model.counters["drop_denied"]
+        for src in EDGE_SOURCES:
+            for binary in (True, False):
+                tb.send(multiget(tb.rng, stim.keys, binary, line, 65000), source=src)
+        # the hand-worked decisions (the DUT is held to the model, the model to these)
+        assert tb.model.counters["drop_denied"] - before == 2 * len(denied), admission.describe()
+        await tb.drain()
+    tb.check()
+
+
+@cocotb.test()
+async def run_budget(dut):
+    """The reply budget: multi-gets (binary and text, up to several reply datagrams) and random
+    datagrams from sources of random tables (rewritten between phases), with idle gaps and
+    back-pressure; the cuts must include binary and text ones and ones whose budget reply opens
+    a reply datagram of its own."""
+    tb = await _setup(dut, cocotb.RANDOM_SEED + 5)
+    stim = Stim(tb.rng, tb.key_w, tb.value_w, pool=16)
+    await fill(tb, stim.keys)
+    tb.idle_prob = 0.15
+    tb.ready_prob = 0.75
+    tb.ready_hold = (1, 4)
+    tb.sources = EDGE_SOURCES
+    cuts = {"binary": 0, "text": 0, "alone": 0}
+    tight = Admission((deny("192.168.1.7/32"), allow("10.0.0.0/8", 1)), default_allow=True, default_budget=1)
+    for phase in range(3):
+        tb.set_admission(random_admission(tb.rng) if phase < 2 else tight, junk=True)
+        tb.log.info("phase %d: %s", phase, tb.model.admission.describe())
+        for _ in range(n_dgrams(60)):
+            if tb.rng.random() < 0.6:
+                binary = tb.rng.random() < 0.5
+                payload = multiget(tb.rng, stim.keys, binary, 2048 - 8, 65000)
+            else:
+                payload = stim.payload(text_share=0.3)
+                binary = payload[8:9] == b"\x80"
+            before = tb.model.counters["budget_exceeded"]
+            replies = tb.send(payload)
+            if tb.model.counters["budget_exceeded"] > before:
+                cuts["binary" if binary else "text"] += 1
+                last = replies[-1][8:]
+                alone = last == R_BUDGET if not binary else len(last) == 31 and last[6:8] == b"\x00\x85"
+                if len(replies) > 1 and alone:
+                    cuts["alone"] += 1
+        await tb.drain()
+    # directed: the first reply datagram filled to less than a budget reply's room, the next
+    # GETK over the budget (M = 1): the budget reply opens a datagram of its own
+    tb.set_admission(Admission((allow("0.0.0.0/0", 1),), default_allow=False))
+    payload = boundary_cut(tb.key_w // 8 - 1)
+    before = tb.model.counters["budget_exceeded"]
+    replies = tb.send(payload, source=ip("1.2.3.4"))
+    assert tb.model.counters["budget_exceeded"] == before + 1 and [len(r) for r in replies][1:] == [8 + 31], \
+        [len(r) for r in replies]
+    cuts["alone"] += 1
+    await tb.drain()
+    tb.check()
+    tb.log.info("cuts: %s", cuts)
+    assert cuts["binary"] and cuts["text"] and cuts["alone"], cuts
 
 
 @cocotb.test()
@@ -388,6 +576,7 @@ async def run_directed(dut):
 async def run_mailbox(dut):
     """Mailbox commands interleaved with front-end traffic, then a mailbox flood against it."""
     tb = await _setup(dut, cocotb.RANDOM_SEED + 2)
+    tb.set_admission(RESET_ADMISSION)  # the table kv_top resets with: everyone, budget 2
     stim = Stim(tb.rng, tb.key_w, tb.value_w, pool=20)
     mb_key = b"~mb"
     # an entry only the mailbox reads (the front-end pool does not contain it)

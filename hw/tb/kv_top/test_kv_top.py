@@ -13,13 +13,16 @@ Two references, both independent of the RTL:
     counter and, for a datagram to our port, the UDP payload and metadata the memcached core must
     receive; the core's input (kv_top's internal ``pl_*`` stream) is watched and must carry exactly
     those, in order (a frame the rules accept may only be missing as drop_fifo_full);
-  - the software server, ``pynq_kv.serve.memcached.server.handle_datagram`` on a model KVEngine of the same
-    geometry (mc_stim.McModel), is given each payload the moment the core takes it and returns the
-    reply payloads the design must send.
+  - the software server, ``pynq_kv.serve.memcached.server.handle_datagram_from`` on a model KVEngine of
+    the same geometry (mc_stim.McModel), with the admission table kv_top holds (its reset table, or
+    the one written and committed over AXI4-Lite: the model switches tables in the cycle the
+    committed table changes, and each datagram is decided by the table in force when the core took
+    its first beat), is given each payload the moment the core takes it and returns the reply
+    payloads the design must send.
 Every transmitted frame is compared byte for byte with the frame scapy builds for it
 (``expect_udp_reply`` / ``expect_arp_reply`` / ``expect_icmp_reply``: addresses and VLAN tag back to
 the requester, IPv4 identification counting up by one, checksums), UDP replies in order, ARP/ICMP
-replies in order.  At the end all 32 front-end counters and the engine counters are read over
+replies in order.  At the end all 34 front-end counters and the engine counters are read over
 AXI4-Lite and must equal the references: rx_frames = frames sent = the sum of the outcomes, each
 outcome as predicted, the datagram/request counters as the model's, the engine's as the model's.
 
@@ -27,7 +30,9 @@ Tests: run_directed (every opcode, the directed datagrams of mc_stim and the dir
 eth_model, rules for MATCH written through the mailbox), run_traffic (random traffic through a
 line-rate MAC with extra idle and back-pressure, mailbox commands meanwhile), run_overload (frames
 back to back faster than text is served: drop_fifo_full, still every frame accounted for),
-run_config (registers), run_latency (constant port-to-port latency), run_fuzz (10,000 random and
+run_config (registers), run_admission (admission tables written, staged and committed over
+AXI4-Lite while datagrams from several sources flow: denied ones dropped and counted, replies
+within the budgets), run_latency (constant port-to-port latency), run_fuzz (10,000 random and
 mutated frames, then valid requests still served).  The pytest function at the bottom runs them
 for DATA_W 64 and 512 under Icarus and the fuzz under Verilator (small engine geometry), each
 configuration in its own build directory under hw/build/kv_top/.
@@ -35,6 +40,7 @@ configuration in its own build directory under hw/build/kv_top/.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -69,10 +75,11 @@ from pynq_kv.net.udpframe import wrap  # noqa: E402
 from eth_model import (COUNTERS as ETH_COUNTERS, OUR_IP, OUR_MAC, OUR_PORT, SERVED, C,  # noqa: E402
                        arp_frame, classify, directed_frames, expect_arp_reply, expect_icmp_reply,
                        expect_udp_reply, icmp_frame, ip_i, mac_i, mutate, udp_frame, verify_tx_checksums)
-from mc_stim import McModel, Stim, directed_payloads  # noqa: E402
+from mc_stim import McModel, Stim, admission_signals, directed_payloads, multiget  # noqa: E402
+from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry  # noqa: E402
 
 TOPLEVEL = "kv_top"
-MODULES = ["kv_top", "kv_mc_csr", "kv_mc_core", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt",
+MODULES = ["kv_top", "kv_mc_csr", "kv_mc_core", "kv_mc_admit", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt",
            "kv_fifo", "kv_mc_arb", "kv_engine_top", "kv_csr", "kv_axil_regs", "kv_engine", "kv_h3_hash", "kv_bank_ram",
            "kv_rule_match", "kv_prio_tree", "kv_eth_if", "kv_eth_rx", "kv_eth_tx"]
 DEFAULT_SEED = 0x70796E712D6B7631
@@ -82,6 +89,9 @@ CLK_NS = 4
 RESET_CFG = {"mac": "02:00:00:00:00:01", "ip": "10.0.0.1", "port": 11211}
 CLIENTS = [("02:aa:00:00:00:01", "10.0.0.2", 40000), ("02:aa:00:00:00:02", "10.0.0.3", 51234),
            ("02:aa:00:00:00:03", "192.168.7.9", 11211)]
+ADMIT_CLIENTS = CLIENTS + [("02:aa:00:00:00:04", "172.16.5.5", 4000), ("02:aa:00:00:00:05", "10.255.0.1", 5000),
+                           ("02:aa:00:00:00:06", "11.0.0.1", 6000)]
+ADMIT_ENTRIES = 8   # kv_top's default
 BIN_OPS = {op.value: op.name for op in Opcode}
 TEXT_OPS = (b"get", b"set", b"delete", b"version")
 
@@ -158,6 +168,10 @@ class TB:
         self.tx_first_beats: deque = deque()
         self.last_activity = 0
         self.pl_bytes = bytearray()
+        self.pl_admission = self.model.admission   # the table that decided the datagram in flight
+        self.watch_admit = False                    # follow the committed table (run_admission)
+        self.pending_admission = self.model.admission
+        self.admit_seen = None
 
         dut.rst.value = 1
         cocotb.start_soon(Clock(dut.clk, CLK_NS, unit="ns").start())
@@ -237,8 +251,12 @@ class TB:
                 if not in_rx:
                     self.rx_first_beats.append(c)
                 in_rx = not _uint(dut.s_axis_rx_tlast.value)
+            if self.watch_admit:
+                self._watch_admission()
             if _uint(dut.pl_tvalid.value) and _uint(dut.pl_tready.value):
                 self.last_activity = c
+                if not self.pl_bytes:
+                    self.pl_admission = self.model.admission
                 n = bin(_uint(dut.pl_tkeep.value)).count("1")
                 self.pl_bytes += _uint(dut.pl_tdata.value).to_bytes(nb, "little")[:n]
                 if _uint(dut.pl_tlast.value):
@@ -266,8 +284,43 @@ class TB:
             self.errors.append(f"core took an unexpected datagram {payload.hex()}")
             return
         self.pred_pl.popleft()
-        for reply in self.model.datagram(payload):
+        for reply in self.model.datagram(payload, (meta >> 32) & 0xFFFFFFFF, self.pl_admission):
             self.exp_udp.append((reply, meta))
+
+    # -- admission table ---------------------------------------------------------------------------
+    def _watch_admission(self) -> None:
+        """The committed table (kv_mc_csr's cfg_admit_*) as of this edge: when it changes it must
+        be the table last committed, which the model takes from this edge on."""
+        dut = self.dut
+        seen = {name: _uint(getattr(dut, f"admit_{name}").value)
+                for name in ("valid", "allow", "addr", "mask", "budget", "def_allow", "def_budget")}
+        if seen == self.admit_seen:
+            return
+        if self.admit_seen is not None:
+            want = admission_signals(self.pending_admission, ADMIT_ENTRIES)
+            if seen != want:
+                self.errors.append(f"cycle {cycle()}: committed table {seen} != {want}")
+            self.model.admission = self.pending_admission
+        self.admit_seen = seen
+
+    async def write_admission(self, admission: Admission) -> None:
+        """Write a table into the FE_ADMIT_* registers (staged: not in force until committed)."""
+        s = admission_signals(admission, ADMIT_ENTRIES)
+        ax = self.axil
+        await ax.write_dword(regmap.REG_FE_ADMIT_DEFAULT,
+                             s["def_allow"] << regmap.FE_ADMIT_DEFAULT_ALLOW_SHIFT
+                             | s["def_budget"] << regmap.FE_ADMIT_DEFAULT_BUDGET_SHIFT)
+        for i in range(ADMIT_ENTRIES):
+            e = admission.entries[i] if i < len(admission.entries) else None
+            await ax.write_dword(regmap.REG_FE_ADMIT_ADDR + 4 * i, int(e.network.network_address) if e else 0)
+            ctrl = 0 if e is None else (regmap.FE_ADMIT_CTRL_VALID | int(e.allow) << regmap.FE_ADMIT_CTRL_ALLOW_SHIFT
+                                        | e.network.prefixlen << regmap.FE_ADMIT_CTRL_LEN_SHIFT
+                                        | e.budget << regmap.FE_ADMIT_CTRL_BUDGET_SHIFT)
+            await ax.write_dword(regmap.REG_FE_ADMIT_CTRL + 4 * i, ctrl)
+        self.pending_admission = admission
+
+    async def commit_admission(self) -> None:
+        await self.axil.write_dword(regmap.REG_FE_CTRL, regmap.FE_CTRL_ADMIT_COMMIT)
 
     # -- sending -------------------------------------------------------------------------------
     async def send(self, frame: bytes, user: int = 0) -> int:
@@ -443,7 +496,7 @@ class TB:
 
     # -- final check -----------------------------------------------------------------------------
     async def check(self) -> dict:
-        """Every frame accounted for: all 32 front-end counters and the engine counters over
+        """Every frame accounted for: all 34 front-end counters and the engine counters over
         AXI4-Lite against the references; returns the front-end counters."""
         self._recv_frames()
         fe = await self.fe_counters()
@@ -464,7 +517,8 @@ class TB:
         outcomes = sum(fe[n] for n in ETH_COUNTERS[1:C["drop_fifo_full"] + 1])
         if not fe["rx_frames"] == outcomes == self.sent:
             self.errors.append(f"rx_frames {fe['rx_frames']}, sum of outcomes {outcomes}, frames sent {self.sent}")
-        if fe["rx_udp_payloads"] != fe["rx_datagrams"] or fe["tx_udp_replies"] != fe["tx_datagrams"]:
+        if fe["rx_udp_payloads"] != fe["drop_denied"] + fe["rx_datagrams"] \
+                or fe["tx_udp_replies"] != fe["tx_datagrams"]:
             self.errors.append(f"frame and datagram layers disagree: {fe}")
         if self.tx_seen["arp"] != fe["arp_replies"] or self.tx_seen["icmp"] != fe["icmp_replies"]:
             self.errors.append(f"ARP/ICMP replies seen {dict(self.tx_seen)}, counted {fe}")
@@ -619,6 +673,30 @@ async def run_config(dut):
     assert wr.resp != 0
     rd = await tb.axil.read(regmap.REG_FE_COUNTER + 8 * regmap.FE_NUM_COUNTERS, 4)
     assert rd.resp != 0
+    # the admission registers: reset values, staged write and read back, refusals
+    assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_ENTRIES) == ADMIT_ENTRIES
+    assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_DEFAULT) == \
+        regmap.FE_ADMIT_DEFAULT_ALLOW | 2 << regmap.FE_ADMIT_DEFAULT_BUDGET_SHIFT
+    for i in range(ADMIT_ENTRIES):
+        assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_ADDR + 4 * i) == 0
+        assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_CTRL + 4 * i) == 0
+    ctrl = 1 | 24 << 8 | 7 << 16
+    await tb.axil.write_dword(regmap.REG_FE_ADMIT_CTRL + 4 * 5, ctrl | 0xFF00C0FC)  # bits outside fields
+    assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_CTRL + 4 * 5) == ctrl          # only the fields kept
+    await tb.axil.write_dword(regmap.REG_FE_ADMIT_CTRL + 4 * 5, ctrl)
+    assert (await tb.axil.write(regmap.REG_FE_ADMIT_CTRL + 4 * 5, (33 << 8).to_bytes(4, "little"))).resp != 0
+    assert (await tb.axil.write(regmap.REG_FE_ADMIT_CTRL + 4 * 5 + 1, bytes([63]))).resp != 0  # LEN by byte
+    assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_CTRL + 4 * 5) == ctrl      # unchanged
+    await tb.axil.write(regmap.REG_FE_ADMIT_CTRL + 4 * 5 + 1, bytes([32]))          # LEN 32 by byte
+    assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_CTRL + 4 * 5) == ctrl & ~0x3F00 | 32 << 8
+    await tb.axil.write_dword(regmap.REG_FE_ADMIT_ADDR + 4 * 5, 0xC0A80700)
+    assert await tb.axil.read_dword(regmap.REG_FE_ADMIT_ADDR + 4 * 5) == 0xC0A80700
+    await tb.axil.write_dword(regmap.REG_FE_ADMIT_CTRL + 4 * 5, 0)                   # never committed
+    await tb.axil.write_dword(regmap.REG_FE_ADMIT_ADDR + 4 * 5, 0)
+    for reg in (regmap.REG_FE_ADMIT_ADDR, regmap.REG_FE_ADMIT_CTRL):               # beyond ADMIT_ENTRIES
+        assert (await tb.axil.read(reg + 4 * ADMIT_ENTRIES, 4)).resp != 0
+        assert (await tb.axil.write(reg + 4 * ADMIT_ENTRIES, b"\1\0\0\0")).resp != 0
+    assert (await tb.axil.write(regmap.REG_FE_ADMIT_ENTRIES, b"\0\0\0\0")).resp != 0
     await tb.send_datagram(wrap(5, Request(Opcode.VERSION, opaque=9).encode()))
     await tb.send_datagram(wrap(6, Request(Opcode.NOOP).encode()), dport=old["port"])     # old port
     await tb.send_datagram(wrap(6, Request(Opcode.NOOP).encode()), dst_ip=old["ip"])      # old IP
@@ -628,9 +706,62 @@ async def run_config(dut):
     await tb.send(icmp_frame(b"new", dst_mac=tb.cfg["mac"], dst_ip=tb.cfg["ip"]))
     await tb.settle()
     await tb.check()
-    await tb.axil.write_dword(regmap.REG_FE_CTRL, 1)
+    await tb.axil.write_dword(regmap.REG_FE_CTRL, regmap.FE_CTRL_CLR_COUNTERS)
     fe = await tb.fe_counters()
     assert all(v == 0 for v in fe.values()), fe
+
+
+def _allow(network: str, budget: int) -> AdmissionEntry:
+    return AdmissionEntry(ipaddress.IPv4Network(network), True, budget)
+
+
+def _deny(network: str) -> AdmissionEntry:
+    return AdmissionEntry(ipaddress.IPv4Network(network), False, 0)
+
+
+@cocotb.test()
+async def run_admission(dut):
+    """Admission tables over AXI4-Lite while multi-get datagrams from six sources flow (idle
+    cycles, back-pressure): a staged table changes nothing until committed; each commit, made
+    mid-traffic, decides every datagram whose first beat follows it (the model switches in that
+    cycle); denied sources dropped and counted, replies cut at their budgets."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 4)
+    await tb.reset()
+    tb.watch_admit = True
+    tb.set_rx_idle(0.1)
+    tb.set_tx_backpressure(0.3, hold=4)
+    stim = stim_for(tb, pool=12)
+    tb.max_ahead = 6
+    vb = tb.value_w // 8 - 1
+    for i in range(0, len(stim.keys), 4):   # values for the pool, under the reset table (budget 2)
+        await tb.send_datagram(wrap(1, b"".join(Request(Opcode.SETQ, k, b"\0" * 8, b"v" * vb).encode()
+                                             for k in stim.keys[i:i + 4])))
+    await tb.settle()
+
+    async def traffic(n: int) -> None:
+        for _ in range(n):
+            client = tb.rng.choice(ADMIT_CLIENTS)
+            binary = tb.rng.random() < 0.5
+            await tb.send_datagram(multiget(tb.rng, stim.keys, binary, 600, 1400), client=client)
+
+    tables = [
+        Admission((_deny("10.0.0.3/32"), _allow("10.0.0.0/8", 1), _allow("192.168.0.0/16", 0),
+                   _deny("10.0.0.0/8")), default_allow=False),
+        Admission((_allow("0.0.0.0/0", 3),), default_allow=False),
+        Admission((_allow("10.0.0.2/32", 0), _deny("172.16.0.0/12")), default_allow=True, default_budget=1),
+    ]
+    for table in tables:
+        await tb.write_admission(table)    # staged while traffic under the previous table flows
+        sender = cocotb.start_soon(traffic(30))
+        await ClockCycles(dut.clk, tb.rng.randint(200, 2000))
+        await tb.commit_admission()
+        await sender
+        await traffic(10)
+        await tb.settle()
+    fe = await tb.check()
+    assert tb.model.admission == tables[-1]
+    assert fe["drop_denied"] > 0 and fe["budget_exceeded"] > 0, fe
+    tb.log.info("admission: %d dropped, %d cut", fe["drop_denied"], fe["budget_exceeded"])
 
 
 @cocotb.test()
@@ -752,7 +883,7 @@ def _config(data_w, key_w=144, value_w=32, **extra):
     return p
 
 
-MAIN_TESTS = "run_directed|run_traffic|run_overload|run_config|run_latency"
+MAIN_TESTS = "run_directed|run_traffic|run_overload|run_config|run_admission|run_latency"
 
 # (simulator, parameters, cocotb tests); the fuzz runs under Verilator (its build costs about a
 # minute and a half, its run is many times faster than Icarus), on a small engine geometry that
