@@ -656,9 +656,11 @@ def run_reload_race(ctx: Context) -> dict[str, Any]:
     violations = [f"{len(errors)} server errors or dead workers, first: {errors[:3]}"] if errors else []
     if reloads["answered_otherwise"]:
         violations.append(f"{reloads['answered_otherwise']} reloads were not answered 200")
-    if reloads["answered_200"] < ctx.n(100, 10):
-        violations.append(f"only {reloads['answered_200']} reloads: no race to speak of")
-    return {"inputs": len(written) + len(deleted) + sum(reloads.values()), "seconds": seconds,
+    if (reloads["answered_200"] < ctx.n(100, 10) or len(written) < ctx.n(2000, 500)
+            or len(deleted) < ctx.n(500, 100)):
+        violations.append(f"{reloads['answered_200']} reloads, {len(written)} writes and "
+                          f"{len(deleted)} deletes acknowledged: no race to speak of")
+    return {"inputs": len(written) + len(deleted) + sum(reloads.values()), "race_seconds": seconds,
             "acknowledged_writes": len(written), "acknowledged_deletes": len(deleted),
             "keys_lost": lost, "keys_resurrected": resurrected, "reloads": reloads,
             "writes_refused_full": full[0], "violations": violations}
@@ -772,6 +774,7 @@ def client_memory(clients: tuple[int, int] = (20, 6),
 
     def run(ctx: Context) -> dict[str, Any]:
         count, args = ctx.n(*clients), ctx.n(*args_per_command)
+        lines_before = ctx.log_lines()
         partial = b"*%d\r\n$6\r\nEXISTS\r\n" % (args + 1) + b"$2\r\nab\r\n" * (args - 1)
         socks, closed = [], 0
         try:
@@ -792,7 +795,8 @@ def client_memory(clients: tuple[int, int] = (20, 6),
         return {"inputs": count, "args_per_command": args, "bytes_per_client": len(partial),
                 "clients_closed_while_sending": closed,
                 "evicted_clients": stats["evicted_clients"],
-                "closed_query_buffer_limit": stats["closed_query_buffer_limit"]}
+                "closed_query_buffer_limit": stats["closed_query_buffer_limit"],
+                "log_lines": ctx.log_lines() - lines_before}
 
     return run
 
