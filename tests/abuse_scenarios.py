@@ -1,10 +1,15 @@
 """The scenarios of the fault and abuse suite, and the registry benchmarks/abuse.py and
 tests/test_abuse.py both run (see abuse_support.py for the frame and what a scenario returns).
 
-These are the abuses issue 16 found the appliance already withstands: RESP and datagram fuzz,
-1,000 idle clients beside redis-benchmark, a 500 MB bulk header, a million pipelined GETs never
-read, path traversal over REST, corrupt state and bulk files. Each returns `inputs` and, under
-`violations`, anything it saw go wrong besides the frame's targets.
+The abuses issue 16 found the appliance already withstands (RESP and datagram fuzz, 1,000 idle
+clients beside redis-benchmark, a 500 MB bulk header, a million pipelined GETs never read, path
+traversal over REST, corrupt state and bulk files) and the ones it found it did not (reloads
+racing REST and RESP writes, 500 MB bodies to the admin service, a backtracking CONFIG GET glob,
+clients holding commands of 900,000 arguments, more clients than descriptors, multi-get
+reflection over memcached/UDP, a denied UDP source). Each returns `inputs` and, under
+`violations`, anything it saw go wrong besides the frame's targets. A scenario with parameters
+is a factory (`big_body(...)`, `client_memory(...)`, `fd_exhaustion(...)`) that the focused
+tests also call at their own scale.
 """
 
 from __future__ import annotations

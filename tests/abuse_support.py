@@ -6,12 +6,15 @@ the server itself and read from its banner), with:
 - a known-key set written (and half of it deleted) over RESP before, checked after: keys whose
   value is gone or changed are lost, deleted keys that read back are resurrected;
 - a control client in a process of its own (so the scenario's own Python work cannot delay it)
-  timing PING over RESP and GET /healthz over the admin API every ~10 ms: the worst time is
+  timing PING over RESP and GET /healthz over the admin API every ~10 ms (a scenario that
+  exhausts the server's descriptors leaves /healthz out: see Scenario.probes): the worst time is
   `max_control_stall_ms`, and the worst time less what the server's loop thread (or the control
   client) spent waiting for a CPU is `max_server_stall_ms`, the stall the server caused, which
   the 100 ms target is held against (on a dedicated machine the two are the same);
 - the server's RSS: VmRSS once it idles with the known keys, and VmHWM (its peak, reset after
-  the idle reading through /proc/<pid>/clear_refs) when the scenario ends.
+  the idle reading through /proc/<pid>/clear_refs) when the scenario ends, held against 2 x idle
+  + the total client-memory limit the server runs with (its maxmemory_clients, from the
+  scenario's [resp] settings or RespConfig's default; the record names which).
 
 A scenario is a function of a `Context` returning a dict that holds at least `inputs` (what it
 sent); it may add its own `keys_lost`, `keys_resurrected` or `crashes` (they are added to the
@@ -241,7 +244,7 @@ class ControlPoller:
     """This module run as `poll` in a child process; stop() returns what it measured."""
 
     def __init__(self, resp_port: int, admin_port: int, server_pid: int,
-                 probes: tuple[str, ...] = PROBES) -> None:
+                 probes: tuple[str, ...] = PROBES) -> None:  # a subset of PROBES
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "poll", str(resp_port), str(admin_port), str(server_pid),
              ",".join(probes)],

@@ -1,7 +1,9 @@
 """Abuse scenarios of the memcached/UDP port (issue 16), run over real loopback sockets.
 
-Shared by the tests (small scale) and benchmarks/abuse.py (full scale), which prints what these
-return. Each scenario starts the software UDP server (`start_udp_server`, a model engine) on
+tests/test_udp_abuse.py runs these against an in-process server with any admission table; the
+abuse suite's udp_amplification and udp_denied_source scenarios (tests/abuse_scenarios.py, run
+by benchmarks/abuse.py) send the same datagrams (text_multi_get, binary_multi_get, exchange,
+pending) to a real `pynq-kv serve` and hold them to amplification_bound. Each scenario starts the software UDP server (`start_udp_server`, a model engine) on
 127.0.0.1 in a thread of its own with an explicit admission table (frontend.md §10), attacks it
 from client sockets, and reports what a victim or the server saw:
 
