@@ -1,19 +1,26 @@
 """The scenarios of the fault and abuse suite, and the registry benchmarks/abuse.py and
 tests/test_abuse.py both run (see abuse_support.py for the frame and what a scenario returns).
 
-These are the abuses issue 16 found the appliance already withstands: RESP and datagram fuzz,
-1,000 idle clients beside redis-benchmark, a 500 MB bulk header, a million pipelined GETs never
-read, path traversal over REST, corrupt state and bulk files. Each returns `inputs` and, under
-`violations`, anything it saw go wrong besides the frame's targets.
+The abuses issue 16 found the appliance already withstands (RESP and datagram fuzz, 1,000 idle
+clients beside redis-benchmark, a 500 MB bulk header, a million pipelined GETs never read, path
+traversal over REST, corrupt state and bulk files) and the ones it found it did not (reloads
+racing REST and RESP writes, 500 MB bodies to the admin service, a backtracking CONFIG GET glob,
+clients holding commands of 900,000 arguments, more clients than descriptors, multi-get
+reflection over memcached/UDP, a denied UDP source). Each returns `inputs` and, under
+`violations`, anything it saw go wrong besides the frame's targets. A scenario with parameters
+is a factory (`big_body(...)`, `client_memory(...)`, `fd_exhaustion(...)`) that the focused
+tests also call at their own scale.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
+import http.client
 import io
 import json
 import random
+import select
 import selectors
 import shutil
 import socket
@@ -22,10 +29,11 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 import hiredis
 
+import udp_abuse_support as udp
 from abuse_support import (
     HOST,
     Context,
@@ -33,6 +41,7 @@ from abuse_support import (
     Served,
     child_env,
     http_request,
+    ping,
     pynq_kv_command,
 )
 from pynq_kv.net import codec
@@ -544,6 +553,390 @@ def run_corrupt_files(ctx: Context) -> dict[str, Any]:
             "bulk_statuses": statuses, "violations": violations}
 
 
+# -- reloads racing writes ----------------------------------------------------------------------
+RELOAD_RACE_ROWS = 32768  # per way: room for every write of a 30 s run (a reload copies them all)
+
+
+def _json_request(conn: http.client.HTTPConnection, method: str, path: str,
+                  body: Optional[dict[str, Any]], headers: dict[str, str]) -> tuple[int, bytes]:
+    """(status, body) of one request on a kept-alive connection."""
+    sent = dict(headers)
+    data = None if body is None else json.dumps(body).encode()
+    if data is not None:
+        sent["Content-Type"] = "application/json"
+    conn.request(method, path, body=data, headers=sent)
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def run_reload_race(ctx: Context) -> dict[str, Any]:
+    """Two REST writers PUT unique keys, a REST deleter DELETEs keys, a RESP writer SETs unique
+    keys, while another thread calls POST /v1/overlay/reload in a loop (issue 16: 242 of 1,315
+    acknowledged PUTs lost, 19 deleted keys back). Every acknowledged write must be there with
+    its value afterwards, and no key whose DELETE was answered 204 may be back."""
+    seconds, delete_keys = ctx.n(30.0, 4.0), ctx.n(3000, 2000)
+    seed = RawClient(ctx.resp_port, timeout=30)
+    for start in range(0, delete_keys, 500):
+        pairs = [a for i in range(start, min(start + 500, delete_keys)) for a in (f"del-{i}", "x")]
+        if seed.call("MSET", *pairs) != b"OK":
+            raise RuntimeError("writing the keys to delete failed")
+    stop = threading.Event()
+    written: dict[str, str] = {}  # acknowledged key -> value
+    deleted: list[str] = []
+    errors: list[str] = []
+    reloads = {"answered_200": 0, "answered_otherwise": 0}
+    full = [0]  # PUTs refused with 507: the table is full
+
+    def admin() -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(HOST, ctx.admin_port, timeout=30)
+
+    def rest_writer(n: int) -> None:
+        conn, i = admin(), 0
+        while not stop.is_set():
+            key, value = f"rest-{n}-{i}", f"v{n}.{i}"
+            status, body = _json_request(conn, "PUT", f"/v1/entries/{key}", {"value": value},
+                                         ctx.auth)
+            if status in (200, 201):
+                written[key] = value
+            elif status == 507:
+                full[0] += 1
+            elif status >= 500:
+                errors.append(f"PUT {key}: {status} {body[:200]!r}")
+            i += 1
+
+    def resp_writer() -> None:
+        client, i = RawClient(ctx.resp_port, timeout=30), 0
+        try:
+            while not stop.is_set():
+                key, value = f"resp-{i}", f"r{i}"
+                if client.call("SET", key, value) == b"OK":
+                    written[key] = value
+                i += 1
+        finally:
+            client.close()
+
+    def deleter() -> None:
+        conn = admin()
+        for i in range(delete_keys):
+            if stop.is_set():
+                break
+            status, body = _json_request(conn, "DELETE", f"/v1/entries/del-{i}", None, ctx.auth)
+            if status == 204:
+                deleted.append(f"del-{i}")
+            elif status >= 500:
+                errors.append(f"DELETE del-{i}: {status} {body[:200]!r}")
+
+    def reloader() -> None:
+        conn = admin()
+        while not stop.is_set():
+            status, _ = _json_request(conn, "POST", "/v1/overlay/reload", None, ctx.auth)
+            reloads["answered_200" if status == 200 else "answered_otherwise"] += 1
+
+    def guarded(target: Callable[..., None], *args: Any) -> threading.Thread:
+        def run() -> None:
+            try:
+                target(*args)
+            except Exception as exc:  # a dead connection is a finding, not a hang
+                errors.append(f"{target.__name__}: {exc!r}")
+        return threading.Thread(target=run, name=target.__name__)
+
+    workers = [guarded(rest_writer, 0), guarded(rest_writer, 1), guarded(resp_writer),
+               guarded(deleter), guarded(reloader)]
+    for worker in workers:
+        worker.start()
+    time.sleep(seconds)
+    stop.set()
+    for worker in workers:
+        worker.join(60)
+    lost = resurrected = 0
+    try:
+        keys = list(written)
+        for start in range(0, len(keys), 1000):
+            got = seed.call("MGET", *keys[start:start + 1000])
+            lost += sum(g != written[k].encode() for k, g in zip(keys[start:start + 1000], got))
+        for start in range(0, len(deleted), 1000):
+            resurrected += seed.call("EXISTS", *deleted[start:start + 1000])
+    finally:
+        seed.close()
+    violations = [f"{len(errors)} server errors or dead workers, first: {errors[:3]}"] if errors else []
+    if reloads["answered_otherwise"]:
+        violations.append(f"{reloads['answered_otherwise']} reloads were not answered 200")
+    if (reloads["answered_200"] < ctx.n(100, 10) or len(written) < ctx.n(2000, 500)
+            or len(deleted) < ctx.n(500, 100)):
+        violations.append(f"{reloads['answered_200']} reloads, {len(written)} writes and "
+                          f"{len(deleted)} deletes acknowledged: no race to speak of")
+    return {"inputs": len(written) + len(deleted) + sum(reloads.values()), "race_seconds": seconds,
+            "acknowledged_writes": len(written), "acknowledged_deletes": len(deleted),
+            "keys_lost": lost, "keys_resurrected": resurrected, "reloads": reloads,
+            "writes_refused_full": full[0], "violations": violations}
+
+
+# -- huge bodies to the admin service -----------------------------------------------------------
+def stream_put(port: int, path: str, size: int, *, token: Optional[str], chunked: bool,
+               chunk: int = 1 << 16) -> tuple[int, int]:
+    """PUT a body of `size` bytes made as it is sent; (status, bytes sent before the answer).
+
+    The answer is looked for before every chunk, so a server that refuses early is seen at once
+    and the client stops sending (as a well-behaved client would after an early 413/401).
+    """
+    sock = socket.create_connection((HOST, port), timeout=30)
+    head = [f"PUT {path} HTTP/1.1", f"Host: {HOST}:{port}", "Content-Type: application/json",
+            "Transfer-Encoding: chunked" if chunked else f"Content-Length: {size}"]
+    if token is not None:
+        head.append(f"Authorization: Bearer {token}")
+    sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+    block = b'{"value": "' + b"a" * chunk
+    sent = 0
+    try:
+        try:
+            while sent < size:
+                if select.select([sock], [], [], 0)[0]:
+                    break
+                piece = block[:min(chunk, size - sent)]
+                sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                sent += len(piece)
+            else:
+                if chunked:
+                    sock.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed: its answer may still be queued here
+        try:
+            status_line = sock.makefile("rb").readline()
+        except ConnectionResetError:
+            status_line = b""
+    finally:
+        sock.close()
+    parts = status_line.split()
+    return (int(parts[1]) if len(parts) > 1 else 0), sent
+
+
+BIG_BODY_VARIANTS = [(False, False), (False, True), (True, False), (True, True)]  # token, chunked
+
+
+def big_body(full_bytes: int = 500_000_000, small_bytes: int = 100_000_000,
+             variants: list[tuple[bool, bool]] = BIG_BODY_VARIANTS) -> Callable[[Context], Any]:
+    """A scenario: one PUT of a huge body per variant (with or without the token, declared
+    Content-Length or chunked); each must be refused (401 without the token, else 413) with
+    nothing stored, and the frame holds the server's peak RSS and the control stalls (issue 16:
+    a 500 MB PUT with no token took RSS from 81 to 1,590 MB before the 401)."""
+
+    def run(ctx: Context) -> dict[str, Any]:
+        size = ctx.n(full_bytes, small_bytes)
+        puts, violations = [], []
+        for authorized, chunked in variants:
+            ctx.mark(f"put_{'token' if authorized else 'no_token'}_"
+                     f"{'chunked' if chunked else 'length'}")
+            began = time.perf_counter()
+            status, sent = stream_put(ctx.admin_port, "/v1/entries/big", size, chunked=chunked,
+                                      token=ctx.admin_token if authorized else None)
+            took = time.perf_counter() - began
+            stored = http_request(ctx.admin_port, "GET", "/v1/entries/big")[0] == 200
+            expected = 413 if authorized else 401
+            puts.append({"authorized": authorized, "chunked": chunked, "status": status,
+                         "bytes_sent_before_answer": sent, "seconds": round(took, 3),
+                         "key_stored": stored, "rss_mb_after": round(ctx.served.rss_mb(), 1)})
+            if status != expected or stored:
+                violations.append(f"{puts[-1]} (expected {expected}, nothing stored)")
+        return {"inputs": len(puts), "size_bytes": size, "puts": puts, "violations": violations}
+
+    return run
+
+
+# -- a CONFIG GET glob that backtracks -----------------------------------------------------------
+GLOB_PATTERNS = [b"*?" * 12 + b"x", b"*?" * 40 + b"x", b"*a" * 30 + b"b", b"?" * 10_000 + b"*",
+                 b"[" + b"a-" * 100_000 + b"]*", b"*[a-z]*?*[^q]*?*?*?*?*?*?x"]
+
+
+def run_glob_stall(ctx: Context) -> dict[str, Any]:
+    """CONFIG GET with patterns that make a backtracking glob explode (issue 16: a 24-byte glob
+    held the shared loop for 13.5 s); each must be answered with an array, quickly."""
+    repeats = ctx.n(5, 2)
+    client = RawClient(ctx.resp_port, timeout=60)
+    slowest, violations = 0.0, []
+    try:
+        for _ in range(repeats):
+            for pattern in GLOB_PATTERNS:
+                start = time.perf_counter()
+                reply = client.call("CONFIG", "GET", pattern)
+                slowest = max(slowest, time.perf_counter() - start)
+                if not isinstance(reply, list):
+                    violations.append(f"CONFIG GET {pattern[:30]!r}...: {reply!r}")
+    finally:
+        client.close()
+    return {"inputs": repeats * len(GLOB_PATTERNS), "longest_pattern_bytes":
+            max(map(len, GLOB_PATTERNS)), "slowest_config_get_ms": round(slowest * 1000, 1),
+            "violations": violations}
+
+
+# -- many pending arguments per client ----------------------------------------------------------
+def client_memory(clients: tuple[int, int] = (20, 6),
+                  args_per_command: tuple[int, int] = (900_000, 900_000),
+                  hold_seconds: float = 1.0) -> Callable[[Context], Any]:
+    """A scenario: (full, small) clients each send all but the last argument of one EXISTS of
+    (full, small) 2-byte arguments and hold it (issue 16: ~47 MB each counted under the 16 MiB
+    per-client limit, 20 took RSS to 1,019 MB). The total limit must evict; the frame holds the
+    peak RSS against it."""
+
+    def run(ctx: Context) -> dict[str, Any]:
+        count, args = ctx.n(*clients), ctx.n(*args_per_command)
+        lines_before = ctx.log_lines()
+        partial = b"*%d\r\n$6\r\nEXISTS\r\n" % (args + 1) + b"$2\r\nab\r\n" * (args - 1)
+        socks, closed = [], 0
+        try:
+            for i in range(count):
+                ctx.mark(f"client_{i}")
+                sock = socket.create_connection((HOST, ctx.resp_port), timeout=30)
+                socks.append(sock)
+                try:
+                    sock.sendall(partial)
+                except OSError:  # evicted while sending
+                    closed += 1
+            ctx.mark("hold")
+            time.sleep(hold_seconds)
+        finally:
+            for sock in socks:
+                sock.close()
+        stats = ctx.frontend_stats("resp")
+        return {"inputs": count, "args_per_command": args, "bytes_per_client": len(partial),
+                "clients_closed_while_sending": closed,
+                "evicted_clients": stats["evicted_clients"],
+                "closed_query_buffer_limit": stats["closed_query_buffer_limit"],
+                "log_lines": ctx.log_lines() - lines_before}
+
+    return run
+
+
+# -- more clients than descriptors --------------------------------------------------------------
+def fd_exhaustion(clients: int = 400, hold_seconds: tuple[float, float] = (5.0, 2.0),
+                  frontend: str = "resp") -> Callable[[Context], Any]:
+    """A scenario: `clients` connections to a front-end ("resp" or "admin") of a server with
+    fewer descriptors (Scenario.nofile), held, then closed; the server must say so in a few
+    log lines and count it (issue 16: 1.7 M tracebacks in 105 s), and serve a new client
+    afterwards."""
+
+    def run(ctx: Context) -> dict[str, Any]:
+        port = ctx.resp_port if frontend == "resp" else ctx.admin_port
+        lines_before = ctx.log_lines()
+        socks, refused = [], 0
+        try:
+            for _ in range(clients):
+                try:
+                    socks.append(socket.create_connection((HOST, port), timeout=2))
+                except OSError:
+                    refused += 1
+            ctx.mark("hold")
+            time.sleep(ctx.n(*hold_seconds))
+        finally:
+            for sock in socks:
+                sock.close()
+        ctx.mark("closed")
+        deadline, served_again = time.monotonic() + 30, False
+        while not served_again and time.monotonic() < deadline:
+            served_again = (ping(port, timeout=2) if frontend == "resp" else
+                            _healthz_ok(port))
+            if not served_again:
+                time.sleep(0.2)
+        warnings = ctx.log_lines("cannot accept clients")
+        lines = ctx.log_lines() - lines_before
+        accept_errors = ctx.frontend_stats("resp")["accept_errors"]
+        violations = [] if served_again else ["no new client was served afterwards"]
+        if not warnings:
+            violations.append("the server never ran out of descriptors: no test")
+        if lines >= 50:
+            violations.append(f"{lines} log lines (fewer than 50 expected)")
+        if frontend == "resp" and not accept_errors:
+            violations.append("accept_errors did not count the failures")
+        return {"inputs": clients, "frontend": frontend, "connect_failures": refused,
+                "served_again": served_again, "log_lines": lines,
+                "log_accept_warnings": warnings, "accept_errors": accept_errors,
+                "violations": violations}
+
+    return run
+
+
+def _healthz_ok(port: int) -> bool:
+    try:
+        return http_request(port, "GET", "/healthz", timeout=2)[0] == 200
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+# -- memcached/UDP: reflection and a denied source ----------------------------------------------
+UDP_BUDGET = 2  # serve's --udp-budget in the UDP scenarios (issue 16's default for untrusted)
+UDP_ADMISSION = ("--udp-allow", "127.0.0.0/8", "--udp-budget", str(UDP_BUDGET))  # no trust:
+# loopback is budgeted like any allowed source, not trusted (serve's loopback default)
+
+
+def run_udp_amplification(ctx: Context) -> dict[str, Any]:
+    """Text and binary multi-gets of ~64,000 bytes of a key holding the longest value (issue 16:
+    1,512,837 bytes back, 23.6x): the bytes that come back over the bytes sent, against the
+    bound of the configured budget (frontend.md §10)."""
+    client = RawClient(ctx.resp_port)
+    try:
+        if client.call("SET", udp.KEY, udp.VALUE) != b"OK":
+            raise RuntimeError("setting the multi-get's key failed")
+    finally:
+        client.close()
+    results = []
+    with udp.udp_client() as sock:
+        for n in range(ctx.n(3, 1)):
+            for kind, build in (("text", udp.text_multi_get), ("binary", udp.binary_multi_get)):
+                payload = build(0x100 + 2 * n + (kind == "binary"), 64_000)
+                before = ctx.frontend_stats("udp")["tx_datagrams"]
+                replies = udp.exchange(sock, ctx.udp_port, payload,
+                                       lambda: ctx.frontend_stats("udp")["tx_datagrams"] - before)
+                got = sum(map(len, replies))
+                results.append({"kind": kind, "request_bytes": len(payload), "reply_bytes": got,
+                                "reply_datagrams": len(replies),
+                                "amplification": round(got / len(payload), 4),
+                                "bound": round(udp.amplification_bound(len(payload), UDP_BUDGET), 4)})
+    stats = ctx.frontend_stats("udp")
+    return {"inputs": len(results), "budget": UDP_BUDGET,
+            "amplification_max": max(r["amplification"] for r in results),
+            "amplification_bound": min(r["bound"] for r in results),
+            "budget_exceeded": stats["budget_exceeded"], "details": results}
+
+
+DENIED_SOURCE = "127.0.0.2"
+
+
+def run_udp_denied_source(ctx: Context) -> dict[str, Any]:
+    """A denied source (127.0.0.2; Linux routes all of 127.0.0.0/8 to loopback) sends writes,
+    deletes of a known key and reads: none may reach it or the table, each is counted in
+    drop_denied, and an allowed client beside it is answered."""
+    count = ctx.n(2000, 100)
+    known = next(iter(ctx.known.live))
+    before = ctx.frontend_stats("udp")
+    with udp.udp_client(DENIED_SOURCE) as attacker:
+        for n in range(count):
+            header = struct.pack(">HHHH", n & 0xFFFF, 0, 1, 0)
+            body = (b"set d%d 0 0 1\r\nx\r\ndelete %s\r\nget %s\r\n" % (n, known, known)
+                    if n % 2 == 0 else codec.get_request(known).encode())
+            attacker.sendto(header + body, (HOST, ctx.udp_port))
+        # One thread answers datagrams in arrival order and sends a reply before it reads the
+        # next: once the control's answer is here, any reply to the attacker is already queued.
+        answered = udp_get(ctx.udp_port, known) == ctx.known.live[known]
+        denied_replies = udp.pending(attacker)
+    after = ctx.frontend_stats("udp")
+    client = RawClient(ctx.resp_port)
+    try:
+        written = client.call("EXISTS", *[b"d%d" % n for n in range(0, count, 2)])
+    finally:
+        client.close()
+    drops = after["drop_denied"] - before["drop_denied"]
+    violations = []
+    if denied_replies or written:
+        violations.append(f"the denied source got {denied_replies} replies, wrote {written} keys")
+    if drops != count:
+        violations.append(f"drop_denied counted {drops} of {count} datagrams")
+    if not answered:
+        violations.append("the allowed client beside it was not answered")
+    return {"inputs": count, "drop_denied": drops, "denied_replies": denied_replies,
+            "denied_writes_applied": written, "allowed_answered": answered,
+            "rx_datagrams": after["rx_datagrams"] - before["rx_datagrams"],
+            "violations": violations}
+
+
 # -- the registry -------------------------------------------------------------------------------
 SCENARIOS: list[Scenario] = [
     Scenario("resp_fuzz", run_resp_fuzz),
@@ -553,5 +946,13 @@ SCENARIOS: list[Scenario] = [
     Scenario("pipelined_gets_unread", run_pipelined_unread),
     Scenario("path_traversal", run_path_traversal),
     Scenario("corrupt_files", run_corrupt_files),
+    Scenario("reload_race", run_reload_race, global_args=("--rows", str(RELOAD_RACE_ROWS))),
+    Scenario("big_body_500mb", big_body()),
+    Scenario("glob_stall", run_glob_stall),
+    Scenario("client_memory", client_memory()),
+    Scenario("fd_exhaustion", fd_exhaustion(), nofile=256, probes=("ping",)),
+    Scenario("udp_amplification", run_udp_amplification, serve_args=UDP_ADMISSION),
+    Scenario("udp_denied_source", run_udp_denied_source,
+             serve_args=(*UDP_ADMISSION, "--udp-deny", f"{DENIED_SOURCE}/32")),
 ]
 REGISTRY: dict[str, Scenario] = {s.name: s for s in SCENARIOS}

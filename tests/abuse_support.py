@@ -6,12 +6,15 @@ the server itself and read from its banner), with:
 - a known-key set written (and half of it deleted) over RESP before, checked after: keys whose
   value is gone or changed are lost, deleted keys that read back are resurrected;
 - a control client in a process of its own (so the scenario's own Python work cannot delay it)
-  timing PING over RESP and GET /healthz over the admin API every ~10 ms: the worst time is
+  timing PING over RESP and GET /healthz over the admin API every ~10 ms (a scenario that
+  exhausts the server's descriptors leaves /healthz out: see Scenario.probes): the worst time is
   `max_control_stall_ms`, and the worst time less what the server's loop thread (or the control
   client) spent waiting for a CPU is `max_server_stall_ms`, the stall the server caused, which
   the 100 ms target is held against (on a dedicated machine the two are the same);
 - the server's RSS: VmRSS once it idles with the known keys, and VmHWM (its peak, reset after
-  the idle reading through /proc/<pid>/clear_refs) when the scenario ends.
+  the idle reading through /proc/<pid>/clear_refs) when the scenario ends, held against 2 x idle
+  + the total client-memory limit the server runs with (its maxmemory_clients, from the
+  scenario's [resp] settings or RespConfig's default; the record names which).
 
 A scenario is a function of a `Context` returning a dict that holds at least `inputs` (what it
 sent); it may add its own `keys_lost`, `keys_resurrected` or `crashes` (they are added to the
@@ -40,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from pynq_kv.serve.resp import RespConfig
 from resp_helpers import RawClient, encode_command
 
 HOST = "127.0.0.1"
@@ -49,9 +53,7 @@ KNOWN_PREFIX = b"known:"
 
 # The targets of issue 16 ("How it is checked").
 STALL_TARGET_MS = 100.0
-# The client-memory limit the peak RSS target allows for when a scenario sets none. main has no
-# total limit yet (issue 16 item 5 adds one): this is the allowance, in MB, until serve has it.
-DEFAULT_CLIENT_MEMORY_MB = 64.0
+PROBES = ("ping", "healthz")  # the control client's probes
 
 START_TIMEOUT = 60.0
 PROBE_TIMEOUT = 20.0  # a control probe waits this long before counting as a failure
@@ -75,8 +77,8 @@ class Served:
 
     def __init__(self, workdir: Path, *, global_args: tuple[str, ...] = (),
                  serve_args: tuple[str, ...] = (), resp_limits: Optional[dict[str, Any]] = None,
-                 nofile: Optional[int] = None, admin_token: str = ADMIN_TOKEN,
-                 expect_start: bool = True) -> None:
+                 config: Optional[dict[str, Any]] = None, nofile: Optional[int] = None,
+                 admin_token: str = ADMIN_TOKEN, expect_start: bool = True) -> None:
         self.workdir = workdir
         self.admin_token = admin_token
         fd, log_name = tempfile.mkstemp(prefix="serve-", suffix=".log", dir=workdir)
@@ -84,10 +86,12 @@ class Served:
         self.log_path = Path(log_name)
         cmd = [*pynq_kv_command(*global_args), "serve", "--resp-port", "0", "--udp-port", "0",
                "--admin-port", "0", "--admin-token", admin_token, "--log-level", "info", *serve_args]
-        if resp_limits:
-            config = self.log_path.with_suffix(".toml")
-            config.write_text("[resp]\n" + "".join(f"{k} = {v!r}\n" for k, v in resp_limits.items()))
-            cmd += ["--config", str(config)]
+        if resp_limits or config:  # top-level settings (admin_max_body = ...), then [resp]
+            path = self.log_path.with_suffix(".toml")
+            path.write_text("".join(f"{k} = {v!r}\n" for k, v in (config or {}).items())
+                            + "[resp]\n" + "".join(f"{k} = {v!r}\n"
+                                                   for k, v in (resp_limits or {}).items()))
+            cmd += ["--config", str(path)]
 
         def limits() -> None:
             if nofile is not None:
@@ -239,9 +243,11 @@ class KnownKeys:
 class ControlPoller:
     """This module run as `poll` in a child process; stop() returns what it measured."""
 
-    def __init__(self, resp_port: int, admin_port: int, server_pid: int) -> None:
+    def __init__(self, resp_port: int, admin_port: int, server_pid: int,
+                 probes: tuple[str, ...] = PROBES) -> None:  # a subset of PROBES
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, "poll", str(resp_port), str(admin_port), str(server_pid)],
+            [sys.executable, __file__, "poll", str(resp_port), str(admin_port), str(server_pid),
+             ",".join(probes)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         ready = self.proc.stdout.readline() if self.proc.stdout else ""
         if ready.strip() != "polling":
@@ -336,13 +342,15 @@ def _healthz_once(target: _Healthz) -> None:
         conn.close()
 
 
-def _poll(resp_port: int, admin_port: int, server_pid: int) -> None:
+def _poll(resp_port: int, admin_port: int, server_pid: int, names: list[str]) -> None:
     stop = threading.Event()
-    probes = [
-        _Probe("ping", lambda: RawClient(resp_port, timeout=PROBE_TIMEOUT), _ping_once, stop,
-               server_pid),
-        _Probe("healthz", lambda: _Healthz(admin_port), _healthz_once, stop, server_pid),
-    ]
+    makers = {
+        "ping": lambda: _Probe("ping", lambda: RawClient(resp_port, timeout=PROBE_TIMEOUT),
+                               _ping_once, stop, server_pid),
+        "healthz": lambda: _Probe("healthz", lambda: _Healthz(admin_port), _healthz_once, stop,
+                                  server_pid),
+    }
+    probes = [makers[name]() for name in names]
     for probe in probes:
         probe.start()
     print("polling", flush=True)
@@ -400,9 +408,25 @@ class Context:
     def pid(self) -> int:
         return self.served.pid
 
-    def n(self, full: float, small: float) -> Any:
+    def n(self, full: Any, small: Any) -> Any:
         """The full-scale or the small-scale figure."""
         return small if self.small else full
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """The admin API's Authorization header."""
+        return {"Authorization": f"Bearer {self.admin_token}"}
+
+    def frontend_stats(self, name: str) -> dict[str, Any]:
+        """A front-end's counters ("udp", "resp", ...) as GET /v1/stats reports them."""
+        status, body = http_request(self.admin_port, "GET", "/v1/stats")
+        if status != 200:
+            raise RuntimeError(f"GET /v1/stats answered {status}")
+        return json.loads(body)["frontends"][name]
+
+    def log_lines(self, containing: str = "") -> int:
+        """Lines of the server's log so far (holding `containing`)."""
+        return sum(containing in line for line in self.served.log_text().splitlines())
 
 
 @dataclass
@@ -414,16 +438,29 @@ class Scenario:
     global_args: tuple[str, ...] = ()  # before `serve` (geometry, --state)
     serve_args: tuple[str, ...] = ()
     resp_limits: dict[str, Any] = field(default_factory=dict)  # the config file's [resp] table
+    config: dict[str, Any] = field(default_factory=dict)  # its top-level settings (admin_max_body)
     nofile: Optional[int] = None  # the server's RLIMIT_NOFILE
-    client_memory_mb: float = DEFAULT_CLIENT_MEMORY_MB  # the configured total client memory
     known_keys: tuple[int, int] = (2000, 200)  # full, small
+    # The control client's probes. A scenario that exhausts the server's descriptors leaves out
+    # /healthz (a new connection each time, which no server can accept then) and says so.
+    probes: tuple[str, ...] = PROBES
+
+    def client_memory(self) -> tuple[Optional[float], str]:
+        """The total client-memory limit (MB) the server runs with, and where it comes from;
+        None: no limit (maxmemory_clients = 0)."""
+        if "maxmemory_clients" in self.resp_limits:
+            limit, source = self.resp_limits["maxmemory_clients"], "[resp] maxmemory_clients"
+        else:
+            limit, source = RespConfig().maxmemory_clients, "RespConfig default maxmemory_clients"
+        return (limit / 2**20 if limit else None), source
 
 
 def run_scenario(scenario: Scenario, small: bool, workdir: Path) -> dict[str, Any]:
     """Start a server, set up the known keys, run the scenario under the control client, check."""
     workdir.mkdir(parents=True, exist_ok=True)
     served = Served(workdir, global_args=scenario.global_args, serve_args=scenario.serve_args,
-                    resp_limits=scenario.resp_limits, nofile=scenario.nofile)
+                    resp_limits=scenario.resp_limits, config=scenario.config,
+                    nofile=scenario.nofile)
     started = time.monotonic()
     record: dict[str, Any] = {}
     try:
@@ -432,7 +469,7 @@ def run_scenario(scenario: Scenario, small: bool, workdir: Path) -> dict[str, An
         time.sleep(0.2)
         idle = served.rss_mb()
         hwm_reset = served.reset_hwm()
-        poller = ControlPoller(served.resp_port, served.admin_port, served.pid)
+        poller = ControlPoller(served.resp_port, served.admin_port, served.pid, scenario.probes)
         context = Context(served, known, small, workdir)
         begun = time.time()
         try:
@@ -448,20 +485,22 @@ def run_scenario(scenario: Scenario, small: bool, workdir: Path) -> dict[str, An
         record["crashes"] = record.get("crashes", 0) + (not alive)
         record["keys_lost"] = record.get("keys_lost", 0) + lost
         record["keys_resurrected"] = record.get("keys_resurrected", 0) + back
-        record["max_control_stall_ms"] = max(control["ping_max_ms"], control["healthz_max_ms"])
-        record["max_server_stall_ms"] = max(control["ping_max_server_ms"],
-                                            control["healthz_max_server_ms"])
-        for name in ("ping_worst", "healthz_worst"):  # [ms, server ms, s into the scenario]
-            control[name] = [[ms, server_ms, round(at - begun, 2)]
-                             for ms, server_ms, at in control[name]]
+        record["max_control_stall_ms"] = max(control[f"{p}_max_ms"] for p in scenario.probes)
+        record["max_server_stall_ms"] = max(control[f"{p}_max_server_ms"] for p in scenario.probes)
+        for probe in scenario.probes:  # [ms, server ms, s into the scenario]
+            control[f"{probe}_worst"] = [[ms, server_ms, round(at - begun, 2)]
+                                         for ms, server_ms, at in control[f"{probe}_worst"]]
+        record["control_probes"] = list(scenario.probes)
         record["control"] = control
         if context.marks:
             record["phases"] = {phase: round(at - begun, 2) for phase, at in context.marks}
         record["idle_rss_mb"] = round(idle, 1)
         record["peak_rss_mb"] = round(peak, 1) if peak is not None else None
         record["peak_rss_since"] = "idle" if hwm_reset else "start"
-        record["client_memory_mb"] = scenario.client_memory_mb
-        record["rss_limit_mb"] = round(2 * idle + scenario.client_memory_mb, 1)
+        memory, source = scenario.client_memory()
+        record["client_memory_mb"] = memory
+        record["client_memory_limit"] = source
+        record["rss_limit_mb"] = None if memory is None else round(2 * idle + memory, 1)
     finally:
         code = served.stop()
         log = served.log_text()
@@ -489,11 +528,14 @@ def failures(record: dict[str, Any]) -> list[str]:
         out.append(f"max_server_stall_ms {record['max_server_stall_ms']} > {STALL_TARGET_MS:g} "
                    f"(max_control_stall_ms {record['max_control_stall_ms']} with CPU waits)")
     control = record.get("control", {})
-    if control.get("ping_failures") or control.get("healthz_failures"):
-        out.append(f"control probes failed: {control['ping_failures']} PING, "
-                   f"{control['healthz_failures']} /healthz")
+    failed = {p: control.get(f"{p}_failures", 0) for p in record.get("control_probes", PROBES)}
+    if any(failed.values()):
+        out.append("control probes failed: "
+                   + ", ".join(f"{count} {probe}" for probe, count in failed.items()))
     peak = record.get("peak_rss_mb")
-    if peak is not None and peak > record["rss_limit_mb"]:
+    if peak is not None and record.get("rss_limit_mb") is None:
+        out.append("no client-memory limit (maxmemory_clients = 0): peak RSS is unbounded")
+    elif peak is not None and peak > record["rss_limit_mb"]:
         out.append(f"peak_rss_mb {peak} > 2 x idle + client memory = {record['rss_limit_mb']}")
     if "amplification_max" in record and record["amplification_max"] > record["amplification_bound"]:
         out.append(f"amplification_max {record['amplification_max']} > "
@@ -502,5 +544,5 @@ def failures(record: dict[str, Any]) -> list[str]:
     return out
 
 
-if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "poll":
-    _poll(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "poll":
+    _poll(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5].split(","))

@@ -2,7 +2,8 @@
 
 The ASGI-level tests call the app with a receive() that records every call, so "not read" is
 checked, not assumed; the server tests stream 200 MB into a real `pynq-kv serve` and read its
-RSS (benchmarks/_abuse_admin.py, which benchmarks/abuse.py runs at 500 MB).
+RSS (the `big_body` scenario of the abuse suite, tests/abuse_scenarios.py, which
+benchmarks/abuse.py runs at 500 MB).
 """
 
 from __future__ import annotations
@@ -11,20 +12,18 @@ import asyncio
 import itertools
 import json
 import socket
-import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from abuse_scenarios import big_body
+from abuse_support import ADMIN_TOKEN, HOST, Scenario, Served, http_request, run_scenario
 from api_support import AUTH, TOKEN, small_appliance
 from pynq_kv.serve.config import ConfigError, build_config
 from pynq_kv_api.deps import get_appliance
 from pynq_kv_api.main import create_app
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _abuse_admin import AUTH as SERVER_AUTH  # noqa: E402
-from _abuse_admin import HOST, run_big_body, serving  # noqa: E402
+SERVER_AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 HUGE = 10 ** 9
 
@@ -140,28 +139,42 @@ def test_serve_settings_carry_the_limits() -> None:
             build_config({"admin_max_body": bad}, {})
 
 
+def put_json(port: int, path: str, body: dict[str, Any]) -> int:
+    return http_request(port, "PUT", path, json.dumps(body).encode(),
+                        {**SERVER_AUTH, "Content-Type": "application/json"})[0]
+
+
 def test_serve_applies_the_limits_of_its_config_file(tmp_path: Path) -> None:
-    config = tmp_path / "serve.toml"
-    config.write_text("admin_max_body = 100\n")
-    with serving("--config", str(config)) as server:
-        assert server.http("PUT", "/v1/entries/k", {"value": "v" * 100}, SERVER_AUTH)[0] == 413
-        assert server.http("PUT", "/v1/entries/k", {"value": "v"}, SERVER_AUTH)[0] == 201
-        assert server.http("GET", "/v1/entries/k")[0] == 200
+    server = Served(tmp_path, config={"admin_max_body": 100})
+    try:
+        assert put_json(server.admin_port, "/v1/entries/k", {"value": "v" * 100}) == 413
+        assert put_json(server.admin_port, "/v1/entries/k", {"value": "v"}) == 201
+        assert http_request(server.admin_port, "GET", "/v1/entries/k")[0] == 200
+    finally:
+        server.stop()
 
 
-def test_200_mb_without_the_token_costs_the_server_no_memory() -> None:
-    result = run_big_body(200_000_000)
-    assert result["crashes"] == 0 and result["status"] == 401, result
-    assert result["peak_rss_mb"] - result["idle_rss_mb"] < 50, result
-    assert result["bytes_sent_before_answer"] < 50_000_000, result
-    assert not result["key_stored"] and result["healthz_after"] == "ok", result
+def big_put(tmp_path: Path, authorized: bool, chunked: bool) -> tuple[dict, dict]:
+    """One 200 MB PUT through the abuse frame: (its record, the PUT's own figures)."""
+    scenario = Scenario("big_body_200mb", big_body(small_bytes=200_000_000,
+                                                   variants=[(authorized, chunked)]))
+    record = run_scenario(scenario, small=True, workdir=tmp_path)
+    assert "error" not in record and record["crashes"] == 0, record
+    assert record["control"]["ping_failures"] == record["control"]["healthz_failures"] == 0
+    return record, record["puts"][0]
 
 
-def test_200_mb_streamed_with_the_token_is_413_and_stores_nothing() -> None:
-    result = run_big_body(200_000_000, authorized=True, chunked=True)
-    assert result["crashes"] == 0 and result["status"] == 413, result
-    assert result["peak_rss_mb"] - result["idle_rss_mb"] < 50, result
-    assert not result["key_stored"] and result["healthz_after"] == "ok", result
+def test_200_mb_without_the_token_costs_the_server_no_memory(tmp_path: Path) -> None:
+    record, put = big_put(tmp_path, authorized=False, chunked=False)
+    assert put["status"] == 401 and not put["key_stored"], record
+    assert record["peak_rss_mb"] - record["idle_rss_mb"] < 50, record
+    assert put["bytes_sent_before_answer"] < 50_000_000, record
+
+
+def test_200_mb_streamed_with_the_token_is_413_and_stores_nothing(tmp_path: Path) -> None:
+    record, put = big_put(tmp_path, authorized=True, chunked=True)
+    assert put["status"] == 413 and not put["key_stored"], record
+    assert record["peak_rss_mb"] - record["idle_rss_mb"] < 50, record
 
 
 def raw_get(port: int, target: str) -> tuple[int, bytes]:
@@ -190,9 +203,10 @@ TRAVERSALS = [
 ]
 
 
-def test_traversal_attempts_are_4xx_and_read_nothing_outside() -> None:
+def test_traversal_attempts_are_4xx_and_read_nothing_outside(tmp_path: Path) -> None:
     secret = Path("/etc/passwd").read_bytes()[:32]
-    with serving() as server:
+    server = Served(tmp_path)
+    try:
         for target in TRAVERSALS:
             status, body = raw_get(server.admin_port, target)
             assert 400 <= status < 500, (target, status, body[:200])
@@ -201,4 +215,6 @@ def test_traversal_attempts_are_4xx_and_read_nothing_outside() -> None:
         status, body = raw_get(server.admin_port, "/v1/lookup/..%2f..%2f..%2fetc%2fpasswd")
         found = json.loads(body)
         assert (status, found["key"], found["kind"]) == (200, "../../../etc/passwd", "miss")
-        assert server.http("GET", "/healthz")[0] == 200
+        assert http_request(server.admin_port, "GET", "/healthz")[0] == 200
+    finally:
+        server.stop()

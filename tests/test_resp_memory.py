@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import socket
-import sys
 import time
 import tracemalloc
 from pathlib import Path
@@ -19,10 +18,9 @@ import pytest
 from pynq_kv.serve.resp import RespConfig
 from pynq_kv.serve.resp import protocol
 from pynq_kv.serve.resp.protocol import RequestParser, commands_of
+from abuse_scenarios import client_memory
+from abuse_support import Scenario, run_scenario
 from resp_helpers import HOST, PynqServer, encode_command
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import _abuse_resp  # noqa: E402  (benchmarks/_abuse_resp.py: the abuse scenarios)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -116,17 +114,21 @@ def test_no_total_limit_when_zero() -> None:
         srv.stop()
 
 
-def test_real_server_rss_stays_bounded_by_the_total_limit() -> None:
+def test_real_server_rss_stays_bounded_by_the_total_limit(tmp_path: Path) -> None:
     """10 clients of 200,000 pending arguments (~10 MB each, under the 16 MiB per-client limit)
-    against `pynq-kv serve --maxmemory-clients 16 MiB`: RSS grows by tens of MB, not 100+."""
+    against `pynq-kv serve` with maxmemory_clients 16 MiB: RSS grows by tens of MB, not 100+."""
     limit = 16 << 20
-    result = _abuse_resp.run_client_memory(clients=10, args_per_command=200_000,
-                                          maxmemory_clients=limit, hold_seconds=0.5)
-    assert result["crashes"] == 0 and result["keys_lost"] == 0
-    assert result["evicted_clients"] >= 8  # one 10 MB client fits under 16 MiB at a time
-    assert result["control_failures"] == 0
+    scenario = Scenario("client_memory_16mib",
+                        client_memory(clients=(10, 10), args_per_command=(200_000, 200_000),
+                                      hold_seconds=0.5),
+                        resp_limits={"maxmemory_clients": limit})
+    result = run_scenario(scenario, small=True, workdir=tmp_path)
+    assert result["client_memory_mb"] == 16 and "error" not in result, result
+    assert result["crashes"] == 0 and result["keys_lost"] == 0, result
+    assert result["evicted_clients"] >= 8, result  # one 10 MB client fits under 16 MiB at a time
+    assert result["control"]["ping_failures"] == result["control"]["healthz_failures"] == 0
     assert result["peak_rss_mb"] - result["idle_rss_mb"] < 2 * limit / 2**20 + 8, result
-    assert result["log_lines"] < 30
+    assert result["log_lines"] < 30, result
 
 
 @pytest.mark.parametrize("window", [None, 5, 37, 1000])

@@ -1,5 +1,7 @@
-"""The memcached/UDP port under the abuse of issue 16, over real loopback sockets, at small
-scale (benchmarks/abuse.py runs the same scenarios of udp_abuse_support at full scale)."""
+"""The memcached/UDP port under the abuse of issue 16, over real loopback sockets: the software
+UDP server in-process, with admission tables serve cannot be given (no budget at all, as the
+control). The abuse suite (tests/abuse_scenarios.py) runs the same attacks, built by
+udp_abuse_support, against a real `pynq-kv serve --udp-allow 127.0.0.0/8 --udp-budget 2`."""
 
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Abuse scenarios of the memcached/UDP port (issue 16), run over real loopback sockets.
 
-Shared by the tests (small scale) and benchmarks/abuse.py (full scale), which prints what these
-return. Each scenario starts the software UDP server (`start_udp_server`, a model engine) on
+tests/test_udp_abuse.py runs these against an in-process server with any admission table; the
+abuse suite's udp_amplification and udp_denied_source scenarios (tests/abuse_scenarios.py, run
+by benchmarks/abuse.py) send the same datagrams (text_multi_get, binary_multi_get, exchange,
+pending) to a real `pynq-kv serve` and hold them to amplification_bound. Each scenario starts the software UDP server (`start_udp_server`, a model engine) on
 127.0.0.1 in a thread of its own with an explicit admission table (frontend.md §10), attacks it
 from client sockets, and reports what a victim or the server saw:
 
@@ -63,15 +65,15 @@ class _Served:
         self.appliance.close()
 
 
-def _client(source: str = "127.0.0.1") -> socket.socket:
+def udp_client(source: str = "127.0.0.1") -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RCVBUF)
     sock.bind((source, 0))
     return sock
 
 
-def _exchange(sock: socket.socket, port: int, payload: bytes,
-              sent: Optional[Callable[[], int]] = None) -> list[bytes]:
+def exchange(sock: socket.socket, port: int, payload: bytes,
+             sent: Optional[Callable[[], int]] = None) -> list[bytes]:
     """Send one datagram; the datagrams that come back until the line is quiet.
 
     The first reply may take a while on a loaded machine (a 64 KB multi-get is 32,000 engine
@@ -94,7 +96,7 @@ def _exchange(sock: socket.socket, port: int, payload: bytes,
             replies.append(data)
 
 
-def _pending(sock: socket.socket) -> int:
+def pending(sock: socket.socket) -> int:
     """Datagrams already waiting on sock (read without blocking)."""
     sock.setblocking(False)
     count = 0
@@ -108,12 +110,12 @@ def _pending(sock: socket.socket) -> int:
         sock.setblocking(True)
 
 
-def _text_multi_get(request_id: int, size: int) -> bytes:
+def text_multi_get(request_id: int, size: int) -> bytes:
     count = max(1, (size - 8 - 5) // 2)  # "get" + " a" x count + "\r\n"
     return struct.pack(">HHHH", request_id, 0, 1, 0) + b"get" + b" a" * count + b"\r\n"
 
 
-def _binary_multi_get(request_id: int, size: int) -> bytes:
+def binary_multi_get(request_id: int, size: int) -> bytes:
     getkq = struct.pack(">BBHBBHIIQ", 0x80, 0x0D, len(KEY), 0, 0, 0, len(KEY), 0, 0) + KEY
     noop = struct.pack(">BBHBBHIIQ", 0x80, 0x0A, 0, 0, 0, 0, 0, 0, 0)
     count = max(1, (size - 8 - len(noop)) // len(getkq))
@@ -140,16 +142,16 @@ def run_amplification(request_bytes: int = 64_000, budget: int = 2, *,
     results: list[dict[str, Any]] = []
     try:
         served.call(served.appliance.engine.set, KEY, VALUE)
-        with _client() as sock:
+        with udp_client() as sock:
             for n in range(rounds):
-                for kind, build in (("text", _text_multi_get), ("binary", _binary_multi_get)):
+                for kind, build in (("text", text_multi_get), ("binary", binary_multi_get)):
                     payload = build(0x100 + 2 * n + (kind == "binary"), request_bytes)
                     before = served.call(served.server.stats)["tx_datagrams"]
 
                     def sent(before: int = before) -> int:
                         return served.call(served.server.stats)["tx_datagrams"] - before
 
-                    replies = _exchange(sock, served.server.port, payload, sent)
+                    replies = exchange(sock, served.server.port, payload, sent)
                     got = sum(map(len, replies))
                     results.append({"kind": kind, "request_bytes": len(payload),
                                     "reply_bytes": got, "reply_datagrams": len(replies),
@@ -181,7 +183,7 @@ def run_denied_source(datagrams: int = 100, *, denied: str = "127.0.0.2",
     served = _Served(table)
     try:
         served.call(served.appliance.engine.set, KEY, VALUE)
-        with _client(denied) as attacker, _client(allowed) as control:
+        with udp_client(denied) as attacker, udp_client(allowed) as control:
             start = time.monotonic()
             for n in range(datagrams):
                 header = struct.pack(">HHHH", n & 0xFFFF, 0, 1, 0)
@@ -192,9 +194,9 @@ def run_denied_source(datagrams: int = 100, *, denied: str = "127.0.0.2",
             # the next datagram: once the control's answer is here, any reply to the attacker
             # is already in the attacker's socket.
             get = struct.pack(">BBHBBHIIQ", 0x80, 0x00, 1, 0, 0, 0, 1, 9, 0) + KEY
-            answer = _exchange(control, served.server.port, struct.pack(">HHHH", 7, 0, 1, 0) + get)
+            answer = exchange(control, served.server.port, struct.pack(">HHHH", 7, 0, 1, 0) + get)
             elapsed = time.monotonic() - start
-            denied_replies = _pending(attacker)
+            denied_replies = pending(attacker)
         engine = served.appliance.engine
         written = sum(served.call(engine.get, b"d%d" % n) is not None
                       for n in range(0, datagrams, 2))
