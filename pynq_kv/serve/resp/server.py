@@ -59,6 +59,10 @@ _FULL = 3  # SetStatus.FULL as a plain int
 _GET_BLOCK, _SET_BLOCK = 10, 11  # dispatcher item kinds for a block of GETs / SETs
 _READ, _WRITE = 1, 2  # the two kinds of run: get_batch (GET, MGET, EXISTS), set_batch (SET)
 _OK = b"+OK\r\n"
+# A read this short is parsed at once even past the tick's parse budget (RespConfig.tick_bytes):
+# it costs little, and a client sending a command now and then (a health check's PING) never
+# waits behind the input held from clients that send a lot.
+SMALL_READ = 4096
 _CRLF = b"\r\n"
 
 
@@ -184,7 +188,7 @@ class Connection(asyncio.Protocol):
         now = self.last_active = time.monotonic()
         if not self.throttled:  # (a throttled client parses one command at a time anyway)
             budget = srv.parse_budget
-            if budget < len(data):  # this tick's parse budget cannot take it all
+            if budget < len(data) > SMALL_READ:  # this tick's parse budget cannot take it all
                 if budget > 0:
                     srv.parse_budget = 0
                     self.parse(data[:budget], now)
