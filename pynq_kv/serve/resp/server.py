@@ -1,7 +1,7 @@
 """The RESP server: asyncio over TCP, per-connection state, and batched dispatch to the engine.
 
 Commands are not run as they are parsed. Every connection parses what it received into a
-shared queue and the first one schedules a *tick* (loop.call_soon); the tick runs everything
+shared queue and the first one schedules a *tick* (loop.call_soon); the tick runs what was
 queued during that event-loop iteration, from all clients, in arrival order, with the batching
 both servers share (serve/batch.py: plan, run, render). Consecutive GETs, MGETs and EXISTS
 (from any clients) are planned into one run and become one engine.get_batch, consecutive plain
@@ -10,6 +10,12 @@ as its operations one after another, so this is exactly sequential execution, at
 the way hardware wants work (one request per clock), and what lets a Python server keep up.
 Any other command first flushes the pipeline, so each client's replies stay in order. Each
 client's replies of a tick go out in one transport.write.
+
+No client can make a tick long (docs/resp.md, "What bounds a tick"): a tick runs at most
+tick_commands of one client (the rest stay queued, in order, for the next tick, and the client
+is not read from meanwhile), and at most tick_bytes of input are parsed per tick, all clients
+together (a longer read is held and parsed in later ticks, clients in turn; reads of up to
+SMALL_READ bytes are parsed at once).
 
 Latency (server.latency, /metrics' pynq_kv_frontend_request_duration_seconds{frontend="resp"}):
 each received chunk is stamped once when data_received queues its commands (the time.monotonic()
