@@ -13,7 +13,7 @@ import hiredis
 
 from pynq_kv import Geometry, KVEngine
 from pynq_kv.appliance import Appliance
-from pynq_kv.serve.resp.server import Connection, RespConfig, RespServer, SMALL_READ
+from pynq_kv.serve.resp.server import FREE_PER_TICK, SMALL_READ, Connection, RespConfig, RespServer
 from resp_helpers import encode_command
 
 READ_SIZE = 256 * 1024  # what asyncio's selector transport reads at most per event
@@ -212,3 +212,20 @@ def test_many_clients_of_huge_commands_parse_within_the_budget() -> None:
         assert sum(n for n in parsed if n > SMALL_READ) <= 2 * budget  # two passes at most
     assert any(client.pending for client in heavy)  # the PINGs did not wait for them
     assert server.client_memory > 0
+
+
+def test_a_closed_clients_huge_partial_command_is_freed_a_piece_per_tick() -> None:
+    # Freeing 20 clients' partial commands of 200,000 arguments at once held the loop ~50 ms.
+    server, loop = make_server()
+    client = Client(server)
+    client.send(b"*300001\r\n$6\r\nEXISTS\r\n" + b"$2\r\nab\r\n" * 299_999)
+    run(loop, [client], 100, lambda: not client.pending and not client.conn.held)
+    client.conn.connection_lost(None)
+    assert server.client_memory == 0
+    left = [sum(map(len, server._garbage))]
+    assert left[0] == 300_000  # the name and 299,999 arguments
+    while left[-1]:
+        assert loop.run_pass() == 1
+        left.append(sum(map(len, server._garbage)))
+        assert left[-2] - left[-1] == min(FREE_PER_TICK, left[-2])
+    assert len(left) == 1 + -(-300_000 // FREE_PER_TICK) and not loop.ready

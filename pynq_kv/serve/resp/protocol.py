@@ -219,6 +219,20 @@ class RequestParser:
             return 0
         return self._parse(out, limit)
 
+    def discard(self) -> list[bytes]:
+        """Drop all input (the client is gone); returns the partial command's arguments, which
+        the caller may free a piece at a time: freeing 200,000 of them at once takes ~2.5 ms."""
+        args = self._args
+        self.buf = b""
+        self._args = []
+        self._args_bytes = 0
+        self._argc_left = 0
+        self._bulklen = -1
+        self._chunks = []
+        self._chunks_len = 0
+        self._need = 0
+        return args
+
     def _fail(self, message: bytes) -> None:
         self.error = message
         self.buf = b""

@@ -69,6 +69,9 @@ _OK = b"+OK\r\n"
 # it costs little, and a client sending a command now and then (a health check's PING) never
 # waits behind the input held from clients that send a lot.
 SMALL_READ = 4096
+# Arguments of closed clients' partial commands freed per tick: a client gone with a command of
+# 900,000 arguments pending would otherwise cost ~10 ms to free at once, 20 of them 200 ms.
+FREE_PER_TICK = 100_000
 _CRLF = b"\r\n"
 
 
@@ -154,6 +157,8 @@ class Connection(asyncio.Protocol):
         self.lost = self.closing = True
         self.srv.conns.pop(self.id, None)
         self.release()
+        self.held = b""
+        self.srv.free_later(self.parser.discard())
 
     def pause_writing(self) -> None:
         self.write_paused = True
@@ -328,6 +333,7 @@ class RespServer:
         self.parse_budget = config.tick_bytes  # input bytes data_received may still parse now
         self.backlog: deque[Connection] = deque()  # clients with held input, in turn
         self._deferred: list[Connection] = []  # clients with commands left over from last tick
+        self._garbage: list[list[bytes]] = []  # closed clients' arguments, freed a piece a tick
         self.loop: Any = None
         self.host = "127.0.0.1"
         self.port = 0
@@ -483,11 +489,11 @@ class RespServer:
         at most tick_commands of each client; parse held input first, within tick_bytes."""
         self.parse_budget = self.config.tick_bytes
         if self.backlog:
-            self.parse_held()  # (scheduled stays set: what it queues runs in this tick)
-            if self.backlog:
-                self.loop.call_soon(self.tick)
-            else:
-                self.scheduled = False
+            self.parse_held()  # (scheduled is still set: what it queues runs in this tick)
+        if self._garbage:
+            self._free_some()
+        if self.backlog or self._garbage:
+            self.loop.call_soon(self.tick)  # (scheduled stays set)
         else:
             self.scheduled = False
         queue = self.queue
@@ -526,6 +532,25 @@ class RespServer:
             else:
                 conn.update_reading()
             conn.parse(take, conn.held_since)
+
+    def free_later(self, args: list[bytes]) -> None:
+        """Free a closed client's arguments over the next ticks, FREE_PER_TICK at a time."""
+        if len(args) > FREE_PER_TICK:
+            self._garbage.append(args)
+            if not self.scheduled:
+                self.scheduled = True
+                self.loop.call_soon(self.tick)
+
+    def _free_some(self) -> None:
+        left = FREE_PER_TICK
+        garbage = self._garbage
+        while garbage and left > 0:
+            args = garbage[-1]
+            n = min(left, len(args))
+            del args[len(args) - n:]
+            left -= n
+            if not args:
+                garbage.pop()
 
     def _defer(self, deferred: list[tuple]) -> None:
         """Leave the commands over a client's share for the next tick, ahead of anything that
