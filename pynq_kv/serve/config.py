@@ -37,6 +37,8 @@ RESP_LIMITS: dict[str, tuple[type, float]] = {
     "output_high_water": (int, 1024),
     "idle_timeout": (float, 0),
     "command_timeout": (float, 0),
+    "tick_commands": (int, 1),  # one client's commands run per tick
+    "tick_bytes": (int, 1024),  # input parsed per tick, all clients together
 }
 
 

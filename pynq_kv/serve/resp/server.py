@@ -1,7 +1,7 @@
 """The RESP server: asyncio over TCP, per-connection state, and batched dispatch to the engine.
 
 Commands are not run as they are parsed. Every connection parses what it received into a
-shared queue and the first one schedules a *tick* (loop.call_soon); the tick runs everything
+shared queue and the first one schedules a *tick* (loop.call_soon); the tick runs what was
 queued during that event-loop iteration, from all clients, in arrival order, with the batching
 both servers share (serve/batch.py: plan, run, render). Consecutive GETs, MGETs and EXISTS
 (from any clients) are planned into one run and become one engine.get_batch, consecutive plain
@@ -10,6 +10,12 @@ as its operations one after another, so this is exactly sequential execution, at
 the way hardware wants work (one request per clock), and what lets a Python server keep up.
 Any other command first flushes the pipeline, so each client's replies stay in order. Each
 client's replies of a tick go out in one transport.write.
+
+No client can make a tick long (docs/resp.md, "What bounds a tick"): a tick runs at most
+tick_commands of one client (the rest stay queued, in order, for the next tick, and the client
+is not read from meanwhile), and at most tick_bytes of input are parsed per tick, all clients
+together (a longer read is held and parsed in later ticks, clients in turn; reads of up to
+SMALL_READ bytes are parsed at once).
 
 Latency (server.latency, /metrics' pynq_kv_frontend_request_duration_seconds{frontend="resp"}):
 each received chunk is stamped once when data_received queues its commands (the time.monotonic()
@@ -37,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -58,6 +65,13 @@ _FULL = 3  # SetStatus.FULL as a plain int
 _GET_BLOCK, _SET_BLOCK = 10, 11  # dispatcher item kinds for a block of GETs / SETs
 _READ, _WRITE = 1, 2  # the two kinds of run: get_batch (GET, MGET, EXISTS), set_batch (SET)
 _OK = b"+OK\r\n"
+# A read this short is parsed at once even past the tick's parse budget (RespConfig.tick_bytes):
+# it costs little, and a client sending a command now and then (a health check's PING) never
+# waits behind the input held from clients that send a lot.
+SMALL_READ = 4096
+# Arguments of closed clients' partial commands freed per tick: a client gone with a command of
+# 900,000 arguments pending would otherwise cost ~10 ms to free at once, 20 of them 200 ms.
+FREE_PER_TICK = 100_000
 _CRLF = b"\r\n"
 
 
@@ -74,6 +88,8 @@ class RespConfig:
     idle_timeout: float = 0.0  # seconds without input before a client is closed; 0 = never
     command_timeout: float = 60.0  # seconds a command may stay half-received; 0 = forever
     batching: bool = True  # fold runs of GET/MGET/EXISTS and SET into engine batches
+    tick_commands: int = 1024  # commands of one client run per tick; the rest wait a tick
+    tick_bytes: int = 128 * 1024  # input parsed per tick, all clients together; the rest waits
     backlog: int = 511
     redis_version: str = "7.0.0"  # what HELLO and INFO report: the Redis protocol level served
 
@@ -113,7 +129,12 @@ class Connection(asyncio.Protocol):
         self.lost = False
         self.rejected = False
         self.error_queued = False
-        self.mem = 0  # what this client counts in server.client_memory (its parser's buffered())
+        self.mem = 0  # what this client counts in server.client_memory (buffered + held)
+        self.held = b""  # input received but not parsed yet: the tick's parse budget was spent
+        self.held_since = 0.0
+        self.deferred = False  # commands of this client wait in the queue for the next tick
+        self.ran = 0  # commands of this client run in the current tick
+        self.write_paused = False  # its unsent replies are over output_high_water
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
@@ -136,13 +157,26 @@ class Connection(asyncio.Protocol):
         self.lost = self.closing = True
         self.srv.conns.pop(self.id, None)
         self.release()
+        self.held = b""
+        self.srv.free_later(self.parser.discard())
 
     def pause_writing(self) -> None:
-        if not self.closing:
-            self.transport.pause_reading()
+        self.write_paused = True
+        self.update_reading()
 
     def resume_writing(self) -> None:
-        if not self.closing:
+        self.write_paused = False
+        self.update_reading()
+
+    def update_reading(self) -> None:
+        """Read from this client only while it reads its replies, has no input held for want of
+        parse budget and no commands waiting for a later tick: what one client has sent but not
+        been served stays bounded, whatever it sends."""
+        if self.closing or self.error_queued:
+            return
+        if self.write_paused or self.held or self.deferred:
+            self.transport.pause_reading()
+        else:
             self.transport.resume_reading()
 
     def eof_received(self) -> bool:
@@ -163,6 +197,37 @@ class Connection(asyncio.Protocol):
         if self.closing:
             return
         now = self.last_active = time.monotonic()
+        if not self.throttled:  # (a throttled client parses one command at a time anyway)
+            budget = srv.parse_budget
+            if budget < len(data) > SMALL_READ:  # this tick's parse budget cannot take it all
+                if budget > 0:
+                    srv.parse_budget = 0
+                    self.parse(data[:budget], now)
+                    if self.closing or self.error_queued:
+                        return
+                self.hold(data[max(budget, 0):], now)
+                return
+            srv.parse_budget = budget - len(data)
+        self.parse(data, now)
+
+    def hold(self, data: bytes, now: float) -> None:
+        """Keep input for a later tick (RespServer.parse_held) and stop reading until then."""
+        srv = self.srv
+        if not self.held:
+            self.held_since = now
+            srv.backlog.append(self)
+        self.held += data
+        self.account()
+        if self.closing:  # evicted
+            return
+        self.update_reading()
+        if not srv.scheduled:
+            srv.scheduled = True
+            srv.loop.call_soon(srv.tick)
+
+    def parse(self, data: bytes, now: float) -> None:
+        """Parse input that arrived at `now` and queue its commands (or its protocol error)."""
+        srv = self.srv
         parser = self.parser
         cmds: list[list[bytes]] = []
         if not self.throttled:
@@ -173,7 +238,7 @@ class Connection(asyncio.Protocol):
             parser.feed(data, cmds, 1)
         error = parser.error
         pending = parser.pending()  # nothing pending means nothing buffered
-        if pending and parser.buffered() > srv.config.max_query_buffer:
+        if pending and parser.buffered() + len(self.held) > srv.config.max_query_buffer:
             srv.closed_query_buffer += 1
             srv.client_log.warning("closing client id=%d: query buffer over %d bytes", self.id,
                                    srv.config.max_query_buffer)
@@ -203,7 +268,7 @@ class Connection(asyncio.Protocol):
     def account(self) -> None:
         """Bring server.client_memory up to date with this client's buffers; past the total
         limit, evict clients biggest first (possibly this one)."""
-        mem = self.parser.buffered()
+        mem = self.parser.buffered() + len(self.held)
         srv = self.srv
         srv.client_memory += mem - self.mem
         self.mem = mem
@@ -239,7 +304,7 @@ class Connection(asyncio.Protocol):
             "name": (self.name or b"").decode("latin-1"),
             "age": int(now - self.created), "idle": int(now - self.last_active),
             "flags": "N", "db": 0, "sub": 0, "psub": 0, "ssub": 0, "multi": -1,
-            "qbuf": self.parser.buffered(),
+            "qbuf": self.parser.buffered() + len(self.held),
             "obl": 0, "oll": 0,
             "omem": self.transport.get_write_buffer_size() if self.transport else 0,
             "events": "r", "cmd": self.last_cmd, "user": "default", "redir": -1,
@@ -265,6 +330,10 @@ class RespServer:
         # (client, its commands of one received chunk, protocol error, when the chunk arrived)
         self.queue: list[tuple[Connection, list[list[bytes]], Optional[bytes], float]] = []
         self.scheduled = False
+        self.parse_budget = config.tick_bytes  # input bytes data_received may still parse now
+        self.backlog: deque[Connection] = deque()  # clients with held input, in turn
+        self._deferred: list[Connection] = []  # clients with commands left over from last tick
+        self._garbage: list[list[bytes]] = []  # closed clients' arguments, freed a piece a tick
         self.loop: Any = None
         self.host = "127.0.0.1"
         self.port = 0
@@ -416,8 +485,17 @@ class RespServer:
 
     # -- dispatch: plan, run, render (serve/batch.py) -----------------------------------------
     def tick(self) -> None:
-        """Run every queued command of every client in arrival order, batching as batch.py says."""
-        self.scheduled = False
+        """Run the queued commands of every client in arrival order, batching as batch.py says,
+        at most tick_commands of each client; parse held input first, within tick_bytes."""
+        self.parse_budget = self.config.tick_bytes
+        if self.backlog:
+            self.parse_held()  # (scheduled is still set: what it queues runs in this tick)
+        if self._garbage:
+            self._free_some()
+        if self.backlog or self._garbage:
+            self.loop.call_soon(self.tick)  # (scheduled stays set)
+        else:
+            self.scheduled = False
         queue = self.queue
         if not queue:
             return
@@ -426,17 +504,78 @@ class RespServer:
         pipe: Pipeline = Pipeline(self._run_batch, self._render_batch)
         touched: list[Connection] = []
         answered: list[tuple[float, int]] = []  # (a chunk's stamp, how many of its commands ran)
-        self.total_commands += self._dispatch(pipe, queue, touched, answered)
+        deferred: list[tuple] = []  # queue entries (or their rests) left for the next tick
+        self.total_commands += self._dispatch(pipe, queue, touched, answered, deferred)
         pipe.flush()
         self._write(touched)
         if answered:  # one clock read once every reply of the tick is written
             self.latency.observe_since(time.monotonic(), answered)
+        if deferred or self._deferred:
+            self._defer(deferred)
+
+    def parse_held(self) -> None:
+        """Parse held input, client after client in turn, within this tick's parse budget;
+        a client whose input is not all parsed goes to the back of the line."""
+        backlog = self.backlog
+        while backlog and self.parse_budget > 0:
+            conn = backlog.popleft()
+            if conn.closing:
+                conn.held = b""
+                continue
+            data = conn.held
+            budget = self.parse_budget
+            take = data[:budget] if len(data) > budget else data
+            conn.held = data[len(take):]
+            self.parse_budget = budget - len(take)
+            if conn.held:
+                backlog.append(conn)
+            else:
+                conn.update_reading()
+            conn.parse(take, conn.held_since)
+
+    def free_later(self, args: list[bytes]) -> None:
+        """Free a closed client's arguments over the next ticks, FREE_PER_TICK at a time."""
+        if len(args) > FREE_PER_TICK:
+            self._garbage.append(args)
+            if not self.scheduled:
+                self.scheduled = True
+                self.loop.call_soon(self.tick)
+
+    def _free_some(self) -> None:
+        left = FREE_PER_TICK
+        garbage = self._garbage
+        while garbage and left > 0:
+            args = garbage[-1]
+            n = min(left, len(args))
+            del args[len(args) - n:]
+            left -= n
+            if not args:
+                garbage.pop()
+
+    def _defer(self, deferred: list[tuple]) -> None:
+        """Leave the commands over a client's share for the next tick, ahead of anything that
+        arrives meanwhile (so each client's order holds); stop reading from those clients until
+        their turn comes, and read again from those that have caught up."""
+        for conn in self._deferred:
+            if not conn.deferred:
+                conn.update_reading()
+        self._deferred = waiting = []
+        for conn, *_ in deferred:
+            if not waiting or waiting[-1] is not conn:
+                waiting.append(conn)
+                conn.update_reading()
+        self.queue[:0] = deferred
+        if deferred and not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self.tick)
 
     def _dispatch(self, pipe: Pipeline, queue: list, touched: list[Connection],
-                  answered: list[tuple[float, int]]) -> int:
+                  answered: list[tuple[float, int]], deferred: list[tuple]) -> int:
         """Plan every queued command into the pipeline, or run it in its turn (which flushes the
         pipeline first); a client's commands stop at one that closes it. Returns how many ran;
-        each chunk that ran commands goes into answered with its stamp.
+        each chunk that ran commands goes into answered with its stamp. Past tick_commands of
+        one client, the rest of its entries (a block split where the share ends) go into
+        deferred, in order, with the protocol error that followed them.
 
         A GET or plain SET whose key (and value) fits, and a block of them — most of what clients
         send — is planned right here, without a call: at one command (or one block) per client
@@ -451,23 +590,46 @@ class RespServer:
         set_bytes = not limits.ints
         add_item, add_key, add_value = pipe.items.append, pipe.keys.append, pipe.values.append
         add_keys, add_values = pipe.keys.extend, pipe.values.extend
+        share = self.config.tick_commands
         count = 0
         i = 0
         while i < len(queue):  # throttled clients may append while we run
-            conn, cmds, error, arrived = queue[i]
+            entry = queue[i]
+            conn, cmds, error, arrived = entry
             i += 1
             if conn.closing:
                 continue
             if not conn.touched:
                 conn.touched = True
                 touched.append(conn)
+                conn.deferred = False
+                conn.ran = 0
+            elif conn.deferred:  # over its share already: everything after waits too
+                deferred.append(entry)
+                continue
             batch = batching and conn.authenticated
             before = count
-            for args in cmds:
+            stop = count + share - conn.ran  # its share of this tick ends at this count
+            j = 0
+            last = len(cmds)
+            rest: Optional[list] = None
+            while j < last:
+                args = cmds[j]
+                j += 1
                 if type(args) is tuple:  # a block: one argument count, one column per argument
-                    # A block of GETs, or of plain SETs of byte strings, that all fit: one item.
                     names = args[0]
                     n = len(names)
+                    if count + n > stop:  # run the share's part of it, defer the rest
+                        if count >= stop:
+                            rest = cmds[j - 1:]
+                            break
+                        cut = stop - count
+                        rest = [tuple(column[cut:] for column in args), *cmds[j:]]
+                        args = tuple(column[:cut] for column in args)
+                        names = args[0]
+                        n = cut
+                        last = j
+                    # A block of GETs, or of plain SETs of byte strings, that all fit: one item.
                     cmd = table_get(names[0])
                     if batch and cmd is not None and names.count(names[0]) == n:
                         if (cmd.batch == BATCH_GET and len(args) == 2
@@ -492,6 +654,9 @@ class RespServer:
                             continue
                     count += self._plan_rows(pipe, conn, args, batch)
                 else:
+                    if count >= stop:
+                        rest = cmds[j - 1:]
+                        break
                     count += 1
                     if batch:
                         cmd = table_get(args[0])
@@ -521,6 +686,11 @@ class RespServer:
                     break
             if count > before:
                 answered.append((arrived, count - before))
+            conn.ran += count - before
+            if rest is not None and not conn.closing:
+                conn.deferred = True
+                deferred.append((conn, rest, error, arrived))
+                continue
             if error is not None or conn.throttled or conn.awaiting:
                 pipe.flush()  # its replies come before the protocol error, or the next command
                 if error is not None and not conn.closing:
@@ -602,7 +772,7 @@ class RespServer:
                 if not conn.lost:
                     conn.transport.write(data)
                     written += len(data)
-            if conn.closing or conn.eof:
+            if conn.closing or conn.eof and not conn.deferred:
                 conn.closing = True
                 if not conn.lost:
                     conn.transport.close()
