@@ -9,8 +9,10 @@ a UDP socket, so real memcached clients reach the RTL data plane: nothing in the
 Python but the unwrapping of frames.
 
 Addresses on the virtual wire (the board's are the registers' reset values):
-board 02:00:00:00:00:01 / 10.0.0.1, host 02:00:00:00:00:02 / 10.0.0.2; the client's UDP source
-port becomes the frame's source port, so replies go back to the datagram's sender.
+board 02:00:00:00:00:01 / 10.0.0.1, host 02:00:00:00:00:02 / 10.0.0.2 unless the caller names
+the source address; the bridge gives each datagram its client's IPv4 address and UDP port, so
+the board's own admission table and reply budget (frontend.md §10) decide per client, and
+replies go back to the datagram's sender.
 """
 
 from __future__ import annotations
@@ -77,9 +79,10 @@ class VirtualBoard:
         """The engine's mailbox on this board's registers (closing it closes the board)."""
         return BoardBackend(self)
 
-    def exchange(self, payload: bytes, src_port: int) -> list[bytes]:
-        """The reply UDP payloads the board sends for one request payload, in order."""
-        frame = build_udp_frame(payload, src_mac=HOST_MAC, dst_mac=BOARD_MAC, src_ip=HOST_IP,
+    def exchange(self, payload: bytes, src_port: int, src_ip: str = HOST_IP) -> list[bytes]:
+        """The reply UDP payloads the board sends for one request payload from src_ip:src_port
+        on the virtual wire, in order (the board's admission table decides by src_ip)."""
+        frame = build_udp_frame(payload, src_mac=HOST_MAC, dst_mac=BOARD_MAC, src_ip=src_ip,
                                 dst_ip=BOARD_IP, src_port=src_port, dst_port=BOARD_UDP_PORT)
         self.device.eth_send(frame)
         self.device.eth_run(QUIET_BASE + QUIET_PER_BYTE * len(payload), MAX_EXCHANGE_CYCLES)
@@ -93,7 +96,7 @@ class VirtualBoard:
                 self.unexpected_frames += 1
                 raise BoardError(f"the board sent a malformed frame ({exc.reason}): {exc}") from exc
             if (not isinstance(parsed, UdpDatagram) or parsed.dst_port != src_port
-                    or parsed.src_port != BOARD_UDP_PORT or parsed.dst_ip != HOST_IP
+                    or parsed.src_port != BOARD_UDP_PORT or parsed.dst_ip != src_ip
                     or parsed.dst_mac != HOST_MAC):
                 self.unexpected_frames += 1
                 log.warning("virtual board: a frame that is not a reply to the host: %r", parsed)

@@ -4,44 +4,12 @@ register map (docs/registers.md FE_*), on a board, an Alveo card or the Verilate
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Protocol, Sequence
+from typing import Any
 
 from . import regmap as rm
+from .admission import Admission, AdmissionEntry, AdmissionError
 from .mailbox import RegisterAccess
 from .net.eth import ip_bytes, ip_str, mac_bytes, mac_str
-
-
-class AdmissionRule(Protocol):
-    """One entry of an admission table (what `serve.memcached.guard.AdmissionEntry` is)."""
-
-    @property
-    def network(self) -> ipaddress.IPv4Network: ...
-
-    @property
-    def allow(self) -> bool: ...
-
-    @property
-    def budget(self) -> int: ...
-
-
-class AdmissionTable(Protocol):
-    """An admission table of docs/frontend.md §10 (what `serve.memcached.guard.Admission` is;
-    described structurally because the core does not import its front-ends)."""
-
-    @property
-    def entries(self) -> Sequence[AdmissionRule]: ...
-
-    @property
-    def default_allow(self) -> bool: ...
-
-    @property
-    def default_budget(self) -> int: ...
-
-
-def _budget(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 0xFF:
-        raise ValueError(f"{what}: a budget multiplier is 0..255 (0 = no budget), got {value!r}")
-    return value
 
 
 class Frontend:
@@ -94,36 +62,30 @@ class Frontend:
         """How many entries the hardware's admission table has (kv_top's ADMIT_ENTRIES)."""
         return self.regs.read32(rm.REG_FE_ADMIT_ENTRIES)
 
-    def program_admission(self, admission: AdmissionTable) -> None:
+    def program_admission(self, admission: Admission) -> None:
         """Put an admission table in force (frontend.md §10): the entries in order, unused ones
         cleared, and the default, written then committed with one FE_CTRL.ADMIT_COMMIT, so every
-        datagram is decided by the old table or the new one, never a mix. The table is checked
-        whole before anything is written: a bad one raises ValueError and changes nothing."""
-        entries = list(admission.entries)
+        datagram is decided by the old table or the new one, never a mix. A table longer than
+        the hardware's raises AdmissionError before anything is written."""
         capacity = self.admit_entries
-        if len(entries) > capacity:
-            raise ValueError(f"{len(entries)} admission entries, the front-end's table holds {capacity}")
-        words = []
-        for i, entry in enumerate(entries):
-            network = entry.network
-            if not isinstance(network, ipaddress.IPv4Network):
-                raise ValueError(f"admission entry {i}: not an IPv4 network: {network!r}")
-            words.append((int(network.network_address),
-                          rm.FE_ADMIT_CTRL_VALID | int(bool(entry.allow)) << rm.FE_ADMIT_CTRL_ALLOW_SHIFT
-                          | network.prefixlen << rm.FE_ADMIT_CTRL_LEN_SHIFT
-                          | _budget(entry.budget, f"admission entry {i}") << rm.FE_ADMIT_CTRL_BUDGET_SHIFT))
-        words += [(0, 0)] * (capacity - len(entries))
-        default = (int(bool(admission.default_allow)) << rm.FE_ADMIT_DEFAULT_ALLOW_SHIFT
-                   | _budget(admission.default_budget, "default") << rm.FE_ADMIT_DEFAULT_BUDGET_SHIFT)
-        self.regs.write32(rm.REG_FE_ADMIT_DEFAULT, default)
+        if len(admission.entries) > capacity:
+            raise AdmissionError(f"{len(admission.entries)} admission entries, the front-end's "
+                                 f"table holds {capacity}")
+        words = [(int(e.network.network_address),
+                  rm.FE_ADMIT_CTRL_VALID | int(e.allow) << rm.FE_ADMIT_CTRL_ALLOW_SHIFT
+                  | e.network.prefixlen << rm.FE_ADMIT_CTRL_LEN_SHIFT
+                  | e.budget << rm.FE_ADMIT_CTRL_BUDGET_SHIFT) for e in admission.entries]
+        words += [(0, 0)] * (capacity - len(words))
+        self.regs.write32(rm.REG_FE_ADMIT_DEFAULT,
+                          int(admission.default_allow) << rm.FE_ADMIT_DEFAULT_ALLOW_SHIFT
+                          | admission.default_budget << rm.FE_ADMIT_DEFAULT_BUDGET_SHIFT)
         for i, (addr, ctrl) in enumerate(words):
             self.regs.write32(rm.REG_FE_ADMIT_ADDR + 4 * i, addr)
             self.regs.write32(rm.REG_FE_ADMIT_CTRL + 4 * i, ctrl)
         self.regs.write32(rm.REG_FE_CTRL, rm.FE_CTRL_ADMIT_COMMIT)
 
-    def admission(self) -> dict[str, Any]:
-        """The table as last written (after program_admission, the one in force): the valid
-        entries in order as (network, allow, budget), and the default."""
+    def admission(self) -> Admission:
+        """The table as last written (after program_admission, the one in force)."""
         entries = []
         for i in range(self.admit_entries):
             ctrl = self.regs.read32(rm.REG_FE_ADMIT_CTRL + 4 * i)
@@ -131,12 +93,12 @@ class Frontend:
                 continue
             length = (ctrl & rm.FE_ADMIT_CTRL_LEN) >> rm.FE_ADMIT_CTRL_LEN_SHIFT
             addr = self.regs.read32(rm.REG_FE_ADMIT_ADDR + 4 * i)
-            network = ipaddress.IPv4Network((addr, length), strict=False)
-            entries.append((network, bool(ctrl & rm.FE_ADMIT_CTRL_ALLOW),
-                            (ctrl & rm.FE_ADMIT_CTRL_BUDGET) >> rm.FE_ADMIT_CTRL_BUDGET_SHIFT))
+            entries.append(AdmissionEntry(ipaddress.IPv4Network((addr, length), strict=False),
+                                          bool(ctrl & rm.FE_ADMIT_CTRL_ALLOW),
+                                          (ctrl & rm.FE_ADMIT_CTRL_BUDGET) >> rm.FE_ADMIT_CTRL_BUDGET_SHIFT))
         default = self.regs.read32(rm.REG_FE_ADMIT_DEFAULT)
-        return {"entries": entries, "default_allow": bool(default & rm.FE_ADMIT_DEFAULT_ALLOW),
-                "default_budget": (default & rm.FE_ADMIT_DEFAULT_BUDGET) >> rm.FE_ADMIT_DEFAULT_BUDGET_SHIFT}
+        return Admission(tuple(entries), bool(default & rm.FE_ADMIT_DEFAULT_ALLOW),
+                         (default & rm.FE_ADMIT_DEFAULT_BUDGET) >> rm.FE_ADMIT_DEFAULT_BUDGET_SHIFT)
 
     def counters(self) -> dict[str, int]:
         out = {}

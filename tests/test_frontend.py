@@ -1,6 +1,6 @@
 """pynq_kv.frontend.Frontend's admission table on a register double (no simulator): the words
-it writes for a table, the commit written last, the table read back, and a bad table refused
-before any write. The RTL's side of the same registers is tests/test_net_board.py and the
+it writes for a table, the commit written last, the table read back, and a table the hardware
+cannot hold refused before any write. The RTL's side of the same registers is tests/test_net_board.py and the
 kv_top testbench."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from pynq_kv import regmap as rm
 from pynq_kv.frontend import Frontend
-from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry
+from pynq_kv.admission import Admission, AdmissionEntry
 
 
 class Registers:
@@ -48,29 +48,15 @@ def test_a_table_is_written_then_committed_once() -> None:
     assert regs.words[rm.REG_FE_ADMIT_CTRL + 8] == 0x00000003               # valid, allow, /0
     for i in range(3, 8):  # the rest cleared: not valid
         assert (rm.REG_FE_ADMIT_CTRL + 4 * i, 0) in regs.writes
-    assert fe.admission() == {"entries": [(e.network, e.allow, e.budget) for e in table.entries],
-                              "default_allow": False, "default_budget": 7}
+    assert fe.admission() == table
 
 
-class Rule:
-    def __init__(self, network: object, allow: bool, budget: int) -> None:
-        self.network, self.allow, self.budget = network, allow, budget
-
-
-class Table:
-    def __init__(self, entries: tuple, default_allow: bool = True, default_budget: int = 2) -> None:
-        self.entries, self.default_allow, self.default_budget = entries, default_allow, default_budget
-
-
-@pytest.mark.parametrize("bad", [
-    Table((Rule(ipaddress.IPv4Network("10.0.0.0/8"), True, 1),) * 9),                 # 9 > 8 entries
-    Table((Rule(ipaddress.IPv4Network("10.0.0.0/8"), True, 1), Rule(ipaddress.IPv4Network("1.0.0.0/8"), True, 256))),
-    Table((Rule(ipaddress.IPv6Network("::/0"), True, 1),)),
-    Table((), default_budget=-1),
-    Table((Rule(ipaddress.IPv4Network("10.0.0.0/8"), True, True),)),
-])
-def test_a_bad_table_is_refused_before_any_write(bad: Table) -> None:
+def test_a_table_longer_than_the_hardwares_is_refused_before_any_write() -> None:
+    """A board built with fewer entries than the table has: nothing is written (invalid tables
+    cannot be built at all: tests/test_udp_guard.py)."""
     regs = Registers()
-    with pytest.raises(ValueError):
-        Frontend(regs).program_admission(bad)
+    regs.words[rm.REG_FE_ADMIT_ENTRIES] = 4
+    table = Admission(tuple(entry(f"10.{i}.0.0/16", True, 1) for i in range(5)), True, 2)
+    with pytest.raises(ValueError, match="holds 4"):
+        Frontend(regs).program_admission(table)
     assert regs.writes == []

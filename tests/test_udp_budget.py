@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynq_kv.engine import KVEngine
-from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry
+from pynq_kv.admission import Admission, AdmissionEntry
 from pynq_kv.serve.memcached.server import handle_datagram, handle_datagram_from
 
 RID = 0x0102

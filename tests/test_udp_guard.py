@@ -1,4 +1,4 @@
-"""The UDP admission table of frontend.md §10 (pynq_kv.serve.memcached.guard), no sockets."""
+"""The UDP admission table of frontend.md §10 (pynq_kv.admission), no sockets."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from pynq_kv.serve.memcached.guard import (
+from pynq_kv.admission import (
     ADMIT_ENTRIES,
     LOOPBACK_NET,
     Admission,

@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, TypeVar
 
 from pynq_kv.appliance import Appliance
 from pynq_kv.engine import KVEngine
-from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry
+from pynq_kv.admission import Admission, AdmissionEntry
 from pynq_kv.serve.memcached.server import UdpServer, start_udp_server
 
 T = TypeVar("T")

@@ -24,7 +24,7 @@ from ..layout import FieldLayout
 from ..net.addr import is_loopback
 from ..options import GEOMETRY_KEYS, EngineOptions
 from ..overlay import AUTO, unavailable_here
-from .memcached.guard import DEFAULT_BUDGET, Admission, AdmissionError, admission_from_options
+from ..admission import DEFAULT_BUDGET, Admission, AdmissionError, admission_from_options
 
 FRONTENDS = ("resp", "udp", "admin")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):

@@ -61,7 +61,7 @@ from ...net.text import (
 )
 from ...net.udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
 from ..batch import Limits, Pipeline
-from .guard import Admission, AdmissionError, admission_from_options, admit
+from ...admission import Admission, AdmissionError, admission_from_options, admit
 
 log = logging.getLogger("pynq_kv.serve.memcached")
 

@@ -246,9 +246,10 @@ class Connection(asyncio.Protocol):
             self.transport.abort()
             self.release()
             return
-        self.account()
-        if self.closing:  # evicted: it held the most memory of all clients
-            return
+        if pending or self.mem or self.held:  # else it holds nothing, and held nothing before
+            self.account()
+            if self.closing:  # evicted: it held the most memory of all clients
+                return
         if cmds or (error is not None and not self.error_queued):
             if error is not None:
                 self.error_queued = True

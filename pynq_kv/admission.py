@@ -14,7 +14,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Iterable, Optional, Union
 
-from ...errors import KVError
+from .errors import KVError
 
 ADMIT_ENTRIES = 8  # table entries, in the RTL (kv_mc_core) and in software alike
 MAX_BUDGET = 255  # the budget multiplier is an 8-bit field; 0 = trusted (no budget)
