@@ -21,7 +21,7 @@ from collections import Counter
 from pynq_kv.engine import KVEngine
 from pynq_kv.geometry import Geometry
 from pynq_kv.net.codec import HEADER, Opcode, Request
-from pynq_kv.serve.memcached.guard import DEFAULT_BUDGET, Admission
+from pynq_kv.admission import DEFAULT_BUDGET, Admission
 from pynq_kv.serve.memcached.server import DATAGRAM_COUNTERS, GUARD_COUNTERS, handle_datagram_from
 from pynq_kv.net.udpframe import wrap
 

@@ -51,7 +51,7 @@ from pynq_kv.hashing import hash_int  # noqa: E402
 from pynq_kv.net.codec import Opcode, Request  # noqa: E402
 from pynq_kv.net.text import R_BUDGET  # noqa: E402
 from pynq_kv.net.udpframe import wrap  # noqa: E402
-from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry  # noqa: E402
+from pynq_kv.admission import Admission, AdmissionEntry  # noqa: E402
 
 from mc_stim import (CORE_COUNTERS, RESET_ADMISSION, TRUSTED, McModel, Stim, admission_signals,  # noqa: E402
                      directed_payloads, multiget)

@@ -76,7 +76,7 @@ from eth_model import (COUNTERS as ETH_COUNTERS, OUR_IP, OUR_MAC, OUR_PORT, SERV
                        arp_frame, classify, directed_frames, expect_arp_reply, expect_icmp_reply,
                        expect_udp_reply, icmp_frame, ip_i, mac_i, mutate, udp_frame, verify_tx_checksums)
 from mc_stim import McModel, Stim, admission_signals, directed_payloads, multiget  # noqa: E402
-from pynq_kv.serve.memcached.guard import Admission, AdmissionEntry  # noqa: E402
+from pynq_kv.admission import Admission, AdmissionEntry  # noqa: E402
 
 TOPLEVEL = "kv_top"
 MODULES = ["kv_top", "kv_mc_csr", "kv_mc_core", "kv_mc_admit", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt",
