@@ -21,7 +21,6 @@ import io
 import json
 import random
 import select
-import selectors
 import shutil
 import socket
 import struct
@@ -46,45 +45,10 @@ from abuse_support import (
 )
 from pynq_kv.net import codec
 from resp_fuzz_inputs import may_write, mutate, random_input
-from resp_helpers import RawClient, encode_command
+from resp_helpers import RawClient, encode_command, exchange_all
 
 
 # -- RESP fuzz ----------------------------------------------------------------------------------
-def exchange_all(port: int, inputs: list[bytes], timeout: float) -> list[tuple[bytes, str]]:
-    """Each input on its own connection at once, half-closed; (output, how it ended): 'closed',
-    'reset' or 'timeout' (neither answered to the end nor closed in time)."""
-    sel = selectors.DefaultSelector()
-    outputs = [bytearray() for _ in inputs]
-    ends = ["timeout"] * len(inputs)
-    for i, data in enumerate(inputs):
-        sock = socket.create_connection((HOST, port), timeout=timeout)
-        try:
-            sock.sendall(data)
-            sock.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-        sock.setblocking(False)
-        sel.register(sock, selectors.EVENT_READ, i)
-    deadline = time.monotonic() + timeout
-    while sel.get_map() and time.monotonic() < deadline:
-        for key, _ in sel.select(timeout=0.1):
-            try:
-                piece = key.fileobj.recv(65536)
-            except ConnectionResetError:
-                piece, ends[key.data] = b"", "reset"
-            if piece:
-                outputs[key.data] += piece
-                continue
-            if ends[key.data] == "timeout":
-                ends[key.data] = "closed"
-            sel.unregister(key.fileobj)
-            key.fileobj.close()
-    for key in list(sel.get_map().values()):
-        key.fileobj.close()
-    sel.close()
-    return [(bytes(o), e) for o, e in zip(outputs, ends)]
-
-
 def well_formed(output: bytes) -> bool:
     """The output is a sequence of whole RESP replies."""
     reader = hiredis.Reader(notEnoughData=Ellipsis)

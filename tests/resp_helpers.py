@@ -9,6 +9,7 @@ they describe Redis' own behaviour. Everything binds 127.0.0.1 and every wait is
 from __future__ import annotations
 
 import asyncio
+import selectors
 import shutil
 import socket
 import subprocess
@@ -212,3 +213,38 @@ def rss_bytes(pid: int) -> int:
 
 def here() -> Path:
     return Path(__file__).resolve().parent
+
+
+def exchange_all(port: int, inputs: list[bytes], timeout: float) -> list[tuple[bytes, str]]:
+    """Each input on its own connection at once, half-closed; (output, how it ended): 'closed',
+    'reset' or 'timeout' (neither answered to the end nor closed in time)."""
+    sel = selectors.DefaultSelector()
+    outputs = [bytearray() for _ in inputs]
+    ends = ["timeout"] * len(inputs)
+    for i, data in enumerate(inputs):
+        sock = socket.create_connection((HOST, port), timeout=timeout)
+        try:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ, i)
+    deadline = time.monotonic() + timeout
+    while sel.get_map() and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=0.1):
+            try:
+                piece = key.fileobj.recv(65536)
+            except ConnectionResetError:
+                piece, ends[key.data] = b"", "reset"
+            if piece:
+                outputs[key.data] += piece
+                continue
+            if ends[key.data] == "timeout":
+                ends[key.data] = "closed"
+            sel.unregister(key.fileobj)
+            key.fileobj.close()
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    sel.close()
+    return [(bytes(o), e) for o, e in zip(outputs, ends)]
