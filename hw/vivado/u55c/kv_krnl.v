@@ -66,7 +66,9 @@ module kv_krnl #
     parameter DESC_DEPTH = 32,
     parameter META_DEPTH = 32,
     parameter LINE_BYTES = 2048,
-    parameter MAX_DGRAM = 1400
+    parameter MAX_DGRAM = 1400,
+    // Entries of the front-end's admission table (frontend.md §10): 1 to 16
+    parameter ADMIT_ENTRIES = 8
 )
 (
     input  wire                     ap_clk,
@@ -156,7 +158,8 @@ kv_top #(
     .DESC_DEPTH(DESC_DEPTH),
     .META_DEPTH(META_DEPTH),
     .LINE_BYTES(LINE_BYTES),
-    .MAX_DGRAM(MAX_DGRAM)
+    .MAX_DGRAM(MAX_DGRAM),
+    .ADMIT_ENTRIES(ADMIT_ENTRIES)
 )
 kv_top_inst (
     .clk(ap_clk),
