@@ -303,7 +303,7 @@ def longest_carry_chain(cells: list[dict]) -> int:
     length: dict[int, int] = {}
 
     def chain_len(i: int) -> int:
-        n, seen = 0, []
+        seen: list[int] = []
         while i is not None and i not in length:
             seen.append(i)
             ci = [b for b in cells[i]["conns"].get("CI", []) if b in by_co]
