@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional, Union
@@ -104,18 +102,13 @@ class Appliance:
         The host copy is taken before the old engine closes; if the new engine cannot be made
         or refuses the copy, the old one stays in service. Returns the entries restored.
         """
-        fd, tmp = tempfile.mkstemp(prefix="pynq-kv-reload-", suffix=".npz")
-        os.close(fd)
+        snap = self.engine.snapshot()
+        fresh, overlay = self._make()
         try:
-            self.engine.dump(tmp)
-            fresh, overlay = self._make()
-            try:
-                restored = fresh.restore(tmp)
-            except BaseException:
-                fresh.close()
-                raise
-        finally:
-            os.unlink(tmp)
+            restored = fresh.load_snapshot(snap)
+        except BaseException:
+            fresh.close()
+            raise
         old, self.engine, self.overlay = self.engine, fresh, overlay
         old.close()
         self.reloads += 1

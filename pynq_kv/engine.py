@@ -96,6 +96,18 @@ class MsetReport:
 
 
 @dataclass
+class Snapshot:
+    """An engine's entries (flat slot numbers, raw keys and values) and its rules (`meta`), as
+    `dump` writes them and `load_snapshot` takes them back; origin names the file it was read
+    from, for error messages."""
+    meta: dict[str, Any]
+    numbers: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    origin: str = "snapshot"
+
+
+@dataclass
 class _RuleRecord:
     rule: Rule
     entries: list[int]
@@ -530,8 +542,8 @@ class KVEngine:
         }
 
     # -- snapshots -----------------------------------------------------------------------
-    def dump(self, path: Union[str, os.PathLike]) -> int:
-        """Write every entry (at its slot) and every rule to path atomically; returns entries."""
+    def snapshot(self) -> Snapshot:
+        """Every entry (at its slot) and every rule, copied to host memory."""
         numbers, slots = self.valid_slots()
         meta = {
             "format": "pynq-kv-snapshot",
@@ -542,14 +554,19 @@ class KVEngine:
             "rules": [{"id": rule_id, "entries": record.entries, "rule": record.rule.to_dict()}
                       for rule_id, record in sorted(self._rules.items())],
         }
+        return Snapshot(meta, numbers.astype(np.int64), slots.keys, slots.values)
+
+    def dump(self, path: Union[str, os.PathLike]) -> int:
+        """Write every entry (at its slot) and every rule to path atomically; returns entries."""
+        snap = self.snapshot()
         with atomic_write(path) as handle:
-            np.savez(handle, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-                     slots=numbers.astype(np.int64), keys=slots.keys, values=slots.values)
-        return len(numbers)
+            np.savez(handle, meta=np.frombuffer(json.dumps(snap.meta).encode(), dtype=np.uint8),
+                     slots=snap.numbers, keys=snap.keys, values=snap.values)
+        return len(snap.numbers)
 
     @staticmethod
-    def read_snapshot(path: Union[str, os.PathLike]) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray]:
-        """(meta, slot numbers, keys, values) of a dump, checked for shape and consistency."""
+    def read_snapshot(path: Union[str, os.PathLike]) -> Snapshot:
+        """A dump read back, checked for shape and consistency."""
         try:
             with np.load(path, allow_pickle=False) as data:
                 meta = json.loads(data["meta"].tobytes().decode())
@@ -571,29 +588,34 @@ class KVEngine:
                   or len(np.unique(numbers)) != n):
             raise SnapshotError(f"{path}: slot numbers out of range or repeated")
         _check_placement(path, geometry, numbers, keys)
-        return meta, numbers, keys, values
+        return Snapshot(meta, numbers, keys, values, origin=str(path))
 
     @classmethod
     def from_snapshot(cls, path: Union[str, os.PathLike], backend: str = "model", **kwargs: Any) -> "KVEngine":
         """A new engine with the geometry, value kind and contents of a dump."""
-        meta, *_ = cls.read_snapshot(path)
-        kwargs.setdefault("value_kind", meta.get("value_kind", "bytes"))
-        engine = cls(backend, Geometry(**meta["geometry"]), **kwargs)
-        engine.restore(path)
+        snap = cls.read_snapshot(path)
+        kwargs.setdefault("value_kind", snap.meta.get("value_kind", "bytes"))
+        engine = cls(backend, Geometry(**snap.meta["geometry"]), **kwargs)
+        engine.load_snapshot(snap)
         return engine
 
     def restore(self, path: Union[str, os.PathLike]) -> int:
-        """Replace contents with a dump's; everything is checked before anything changes.
+        """Replace contents with a dump's (see load_snapshot); returns entries restored."""
+        return self.load_snapshot(self.read_snapshot(path))
+
+    def load_snapshot(self, snap: Snapshot) -> int:
+        """Replace contents with a snapshot's; everything is checked before anything changes.
 
         Same geometry: each entry goes back to its slot. Same key and value widths but another
         table shape: entries are inserted again (with relocation). Returns entries restored.
         """
-        meta, numbers, keys, values = self.read_snapshot(path)
-        snap = Geometry(**meta["geometry"])
+        meta, numbers, keys, values, path = snap.meta, snap.numbers, snap.keys, snap.values, snap.origin
+        snap_geometry = Geometry(**meta["geometry"])
         g = self.geometry
-        if (snap.key_width, snap.value_width) != (g.key_width, g.value_width):
-            raise GeometryError(f"snapshot has {snap.key_width}-bit keys and {snap.value_width}-bit "
-                                f"values; this engine {g.key_width} and {g.value_width}")
+        if (snap_geometry.key_width, snap_geometry.value_width) != (g.key_width, g.value_width):
+            raise GeometryError(f"snapshot has {snap_geometry.key_width}-bit keys and "
+                                f"{snap_geometry.value_width}-bit values; this engine "
+                                f"{g.key_width} and {g.value_width}")
         if meta.get("value_kind") != self.value_kind:
             raise SnapshotError(f"{path}: snapshot stores {meta.get('value_kind')} values, this "
                                 f"engine {self.value_kind} values")
@@ -622,7 +644,7 @@ class KVEngine:
         if used and max(used) >= g.rules:
             order = {old: new for new, old in enumerate(sorted(used))}
             rules = [(rule_id, rule, [order[e] for e in entries]) for rule_id, rule, entries in rules]
-        exact_place = snap == g
+        exact_place = snap_geometry == g
         if not exact_place:
             # Entries are inserted again; try it on a scratch model first (KVEngine's moves are
             # the same on every backend), so a table that cannot hold them all is left alone.

@@ -112,16 +112,16 @@ def _open(cfg: Config) -> KVOverlay:
     if not cfg.state.exists():
         return load(cfg.board, cfg.backend, geometry=cfg.geometry,
                     value_kind=cfg.value_kind or "bytes")
-    meta, *_ = KVEngine.read_snapshot(cfg.state)
-    overlay = load(cfg.board, cfg.backend, geometry=meta["geometry"],
-                   value_kind=meta.get("value_kind", "bytes"))
+    snap = KVEngine.read_snapshot(cfg.state)
+    overlay = load(cfg.board, cfg.backend, geometry=snap.meta["geometry"],
+                   value_kind=snap.meta.get("value_kind", "bytes"))
     try:
         mismatched = cfg.options().mismatches(overlay.engine)
         if mismatched:
             raise CLIError(
                 f"state file {cfg.state} does not match the options: {', '.join(mismatched)}; "
                 "drop those options or use another --state")
-        overlay.engine.restore(cfg.state)
+        overlay.engine.load_snapshot(snap)
     except BaseException:
         overlay.close()
         raise
