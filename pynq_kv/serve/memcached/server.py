@@ -21,7 +21,7 @@ import numpy as np
 from ...appliance import Appliance
 from ...backend import MatchKind, SetStatus
 from ...engine import KVEngine
-from ...keys import ints_to_raw
+from ...keys import ints_to_raw, tagged_rows
 from ...latency import LatencyRecorder
 from ...net.addr import is_loopback
 from ...net.codec import (
@@ -80,7 +80,27 @@ Counters = Counter  # counter name -> count; missing names read 0
 
 
 Render = Callable[[Any], Optional[bytes]]  # an engine answer -> the reply (None: no reply)
-_Item = Union[bytes, Render]  # a reply ready without the engine, or how to render one
+
+
+class _TextValues:
+    """A text get of several keys as one pipeline item: its VALUE units, rendered from one
+    engine answer per key (a datagram may carry 30,000 keys; one item each would cost more than
+    the lookups)."""
+
+    __slots__ = ("keys", "wire")
+
+    def __init__(self, keys: list[bytes], wire: _Wire) -> None:
+        self.keys = keys
+        self.wire = wire
+
+    def render(self, answers: list[Any]) -> list[bytes]:
+        wire_value = self.wire.wire_value
+        return [value_unit(key, wire_value(raw))
+                for key, raw in zip(self.keys, answers, strict=True) if raw is not None]
+
+
+# a reply ready without the engine, how to render one answer, or a text get's VALUE units
+_Item = Union[bytes, Render, _TextValues]
 
 
 class _Wire:
@@ -91,7 +111,6 @@ class _Wire:
         self.key_bytes = engine.geometry.key_bytes
         self.value_bytes = engine.geometry.value_bytes
         self.max_value = self.value_bytes - 1
-        self.raw_key = engine.key_format.encode  # the length-tagged encoding of keys.py
         self.raw_value = engine.value_format.encode
 
     def wire_value(self, raw: bytes) -> bytes:
@@ -110,9 +129,10 @@ def _raw_values(values: np.ndarray, width: int) -> np.ndarray:
 
 
 def _runner(engine: KVEngine, wire: _Wire) -> Callable[[str, list[bytes], list[bytes]], list[Any]]:
-    """Runs one run of raw keys (and values) as one engine batch (engine.md §7): its answers."""
+    """Runs one run of keys (checked to fit) and raw values as one engine batch (engine.md §7):
+    its answers."""
     def run(kind: str, keys: list[bytes], values: list[bytes]) -> list[Any]:
-        rows = _rows(keys, wire.key_bytes)
+        rows = tagged_rows(keys, wire.key_bytes)
         if kind == "get":
             hit, found = engine.get_batch(rows)
             raw = _raw_values(found, wire.value_bytes)
@@ -134,10 +154,14 @@ def _renderer(out: list[bytes]) -> Callable[[str, list[_Item], Optional[list[Any
     def render(kind: str, items: list[_Item], answers: Optional[list[Any]]) -> None:
         j = 0
         for item in items:
-            if not callable(item):
+            if isinstance(item, bytes):
                 out.append(item)
                 continue
             assert answers is not None
+            if isinstance(item, _TextValues):
+                out.extend(item.render(answers[j:j + len(item.keys)]))
+                j += len(item.keys)
+                continue
             reply = item(answers[j])
             j += 1
             if reply is not None:
@@ -209,21 +233,21 @@ def _plan_binary_request(pipe: Pipeline[_Item], request: Request, wire: _Wire) -
                 return Response(opcode, Status.KEY_NOT_FOUND, key=echo, opaque=opaque).encode()
             return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
 
-        pipe.add("get", render_get, wire.raw_key(key))
+        pipe.add("get", render_get, key)
     elif opcode in _SETS:
         def render_set(result: Any) -> Optional[bytes]:
             if result == SetStatus.FULL:
                 return error_response(opcode, Status.OUT_OF_MEMORY, opaque).encode()
             return None if quiet else Response(opcode, opaque=opaque).encode()
 
-        pipe.add("set", render_set, wire.raw_key(key), wire.raw_value(request.value))
+        pipe.add("set", render_set, key, wire.raw_value(request.value))
     elif opcode in _DELETES:
         def render_delete(result: Any) -> Optional[bytes]:
             if not result:
                 return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
             return None if quiet else Response(opcode, opaque=opaque).encode()
 
-        pipe.add("del", render_delete, wire.raw_key(key))
+        pipe.add("del", render_delete, key)
     else:  # MATCH
         def render_match(result: Any) -> Optional[bytes]:
             kind, raw, entry = result
@@ -233,7 +257,7 @@ def _plan_binary_request(pipe: Pipeline[_Item], request: Request, wire: _Wire) -
             return Response(opcode, extras=extras, value=wire.wire_value(raw),
                             opaque=opaque).encode()
 
-        pipe.add("lookup", render_match, wire.raw_key(key))
+        pipe.add("lookup", render_match, key)
 
 
 def _plan_binary(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counters) -> None:
@@ -276,11 +300,7 @@ def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counte
             if not wire.limits.keys_fit(command.keys):
                 pipe.ready(R_BADFMT)
                 continue
-            for key in command.keys:
-                def render_value(result: Any, key: bytes = key) -> Optional[bytes]:
-                    return None if result is None else value_unit(key, wire.wire_value(result))
-
-                pipe.add("get", render_value, wire.raw_key(key))
+            pipe.extend("get", _TextValues(command.keys, wire), command.keys)
             pipe.ready(END)
         elif isinstance(command, TextSet):
             if not wire.limits.key_fits(command.key):
@@ -297,7 +317,7 @@ def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counte
                         return R_NOMEM
                     return None if noreply else STORED
 
-                pipe.add("set", render_stored, wire.raw_key(command.key),
+                pipe.add("set", render_stored, command.key,
                          wire.raw_value(command.data))
         else:
             assert isinstance(command, TextDelete)
@@ -310,7 +330,7 @@ def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counte
                     return None
                 return DELETED if result else NOT_FOUND
 
-            pipe.add("del", render_deleted, wire.raw_key(command.key))
+            pipe.add("del", render_deleted, command.key)
 
 
 def _count_errors(replies: list[bytes], binary: bool) -> int:
