@@ -4,6 +4,10 @@
 (`Appliance.lease`): a reload waits until the route has returned, so the engine a route writes to
 is the one being served when it answers. Tests replace `get_appliance` (or `get_engine`) through
 ``app.dependency_overrides``.
+
+Every dependency here is `async def`, trivial as they are: FastAPI runs a plain `def` dependency
+in its thread pool, and each such hop costs a request two more turns of the event loop, each
+of which may wait behind a RESP tick (docs/hardening.md: the control-stall target).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pynq_kv.appliance import Appliance
 from .imports import ImportJobs
 
 
-def get_appliance(request: Request) -> Appliance:
+async def get_appliance(request: Request) -> Appliance:
     appliance = request.app.state.appliance
     if appliance is None:
         raise HTTPException(503, "no appliance is attached to this admin service")
@@ -36,11 +40,11 @@ async def get_engine(appliance: Annotated[Appliance, Depends(get_appliance)]) ->
         yield engine
 
 
-def get_layout(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[FieldLayout]:
+async def get_layout(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[FieldLayout]:
     return appliance.layout
 
 
-def get_latencies(request: Request,
+async def get_latencies(request: Request,
                   appliance: Annotated[Appliance, Depends(get_appliance)]) -> dict[str, LatencyRecorder]:
     """Every front-end's latency recorder by name, sorted; this app's own is "admin" when the
     appliance has none under that name (an app built without one, given it by override)."""
@@ -48,7 +52,7 @@ def get_latencies(request: Request,
     return dict(sorted(recorders.items()))
 
 
-def get_imports(request: Request) -> ImportJobs:
+async def get_imports(request: Request) -> ImportJobs:
     return request.app.state.imports
 
 
