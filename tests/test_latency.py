@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import struct
 from typing import Iterator
@@ -39,6 +40,24 @@ def test_observe_since_is_observe_of_each_stamp() -> None:
     assert one.counts == each.counts == [8, 2, 0, 1]
     assert one.count == each.count == 11
     assert one.sum == pytest.approx(each.sum)
+
+
+def test_observe_since_matches_observe_in_runs_and_at_bounds() -> None:
+    """observe_since reuses the bucket of the previous stamp while the next one falls in it;
+    runs of one bucket, jumps both ways, exact bounds and +Inf must count as observe does."""
+    bounds = (0.001, 0.01, 0.1)
+    rng = random.Random(7)
+    elapsed = [rng.choice((0.0, 0.0005, 0.001, 0.0010001, 0.005, 0.01, 0.05, 0.1, 0.2, 3.0))
+               for _ in range(400)]
+    elapsed += sorted(elapsed) + sorted(elapsed, reverse=True)
+    stamps = [(-e, 1 + i % 3) for i, e in enumerate(elapsed)]
+    one, each = LatencyRecorder(bounds), LatencyRecorder(bounds)
+    one.observe_since(0.0, stamps)
+    for stamp, n in stamps:
+        each.observe(0.0 - stamp, n)
+    assert one.counts == each.counts
+    assert all(one.counts)  # every bucket, +Inf included, was reached
+    assert one.count == each.count and one.sum == pytest.approx(each.sum)
 
 
 def test_bad_buckets_and_quantiles_are_refused() -> None:
