@@ -43,8 +43,8 @@ def test_observe_since_is_observe_of_each_stamp() -> None:
 
 
 def test_observe_since_matches_observe_in_runs_and_at_bounds() -> None:
-    """observe_since reuses the bucket of the previous stamp while the next one falls in it;
-    runs of one bucket, jumps both ways, exact bounds and +Inf must count as observe does."""
+    """Runs of one bucket, jumps both ways, exact bounds and +Inf: observe_since counts them
+    as observe does."""
     bounds = (0.001, 0.01, 0.1)
     rng = random.Random(7)
     elapsed = [rng.choice((0.0, 0.0005, 0.001, 0.0010001, 0.005, 0.01, 0.05, 0.1, 0.2, 3.0))
