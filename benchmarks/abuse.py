@@ -3,8 +3,8 @@
 
 Prints one JSON object: for each scenario the inputs sent, crashes, known keys lost or
 resurrected, the worst stall of a control client (PING over RESP, GET /healthz over the admin
-API, every ~10 ms) in ms, with and without the time the server waited for a CPU (the target
-is held against the latter), idle and peak RSS, and whatever the scenario measured; then a summary
+API, every ~10 ms) in ms, with and without the time the server waited for a CPU, idle and peak
+RSS, and whatever the scenario measured; then a summary
 of the targets each missed ("passed": false if any did; like benchmarks/resp.py, the exit status
 stays 0 then, so `make bench` goes on to the other benchmarks).
 
@@ -15,6 +15,11 @@ tests/abuse_support.py.
     python benchmarks/abuse.py                   # full scale (several minutes)
     python benchmarks/abuse.py --small           # the scale of make test
     python benchmarks/abuse.py --only resp_fuzz --only corrupt_files
+    python benchmarks/abuse.py --server-stall    # on a machine other work shares
+
+The 100 ms stall target is held against max_control_stall_ms, what the control client saw, as
+issue 16 states it; on a machine whose CPUs other work shares, --server-stall holds it against
+max_server_stall_ms instead (the stall less the time the server or the probe waited for a CPU).
 """
 
 from __future__ import annotations
@@ -40,14 +45,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", action="store_true", help="the small scale of make test")
+    parser.add_argument("--server-stall", action="store_true",
+                        help="hold the stall target against max_server_stall_ms (CPU waits left "
+                             "out) instead of max_control_stall_ms")
     parser.add_argument("--only", action="append", choices=sorted(REGISTRY), metavar="NAME",
                         help=f"run only this scenario (repeatable): {', '.join(REGISTRY)}")
     args = parser.parse_args()
     names = args.only or list(REGISTRY)
+    stall = "max_server_stall_ms" if args.server_stall else "max_control_stall_ms"
     results = {}
     with tempfile.TemporaryDirectory(prefix="pynq-kv-abuse-") as tmp:
         for name in names:
-            results[name] = run_scenario(REGISTRY[name], args.small, Path(tmp) / name)
+            results[name] = run_scenario(REGISTRY[name], args.small, Path(tmp) / name, stall)
             print(f"{name}: {'ok' if not results[name]['failures'] else 'FAILED'} "
                   f"({results[name]['seconds']} s)", file=sys.stderr)
     failed = {name: r["failures"] for name, r in results.items() if r["failures"]}
@@ -55,7 +64,7 @@ def main() -> None:
         "passed": not failed,
         "failed": failed,
         "targets": {"keys_lost": 0, "keys_resurrected": 0, "crashes": 0,
-                    "max_server_stall_ms": STALL_TARGET_MS,
+                    stall: STALL_TARGET_MS,
                     "peak_rss_mb": "<= 2 x idle_rss_mb + client_memory_mb (the server's "
                                    "maxmemory_clients; client_memory_limit says whence)",
                     "amplification_max": "<= amplification_bound"},

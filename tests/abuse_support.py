@@ -9,8 +9,9 @@ the server itself and read from its banner), with:
   timing PING over RESP and GET /healthz over the admin API every ~10 ms (a scenario that
   exhausts the server's descriptors leaves /healthz out: see Scenario.probes): the worst time is
   `max_control_stall_ms`, and the worst time less what the server's loop thread (or the control
-  client) spent waiting for a CPU is `max_server_stall_ms`, the stall the server caused, which
-  the 100 ms target is held against (on a dedicated machine the two are the same);
+  client) spent waiting for a CPU is `max_server_stall_ms`, the stall the server caused (on a
+  dedicated machine the two are the same); the 100 ms target is held against the first in
+  benchmarks/abuse.py and against the second in make test, whose CPUs are shared;
 - the server's RSS: VmRSS once it idles with the known keys, and VmHWM (its peak, reset after
   the idle reading through /proc/<pid>/clear_refs) when the scenario ends, held against 2 x idle
   + the total client-memory limit the server runs with (its maxmemory_clients, from the
@@ -455,8 +456,14 @@ class Scenario:
         return (limit / 2**20 if limit else None), source
 
 
-def run_scenario(scenario: Scenario, small: bool, workdir: Path) -> dict[str, Any]:
-    """Start a server, set up the known keys, run the scenario under the control client, check."""
+def run_scenario(scenario: Scenario, small: bool, workdir: Path,
+                 stall: str = "max_server_stall_ms") -> dict[str, Any]:
+    """Start a server, set up the known keys, run the scenario under the control client, check.
+
+    stall is the figure the 100 ms target is held against: issue 16's max_control_stall_ms
+    (what a client saw) for benchmarks/abuse.py on a quiet machine, or max_server_stall_ms (less
+    the time the server or the probe waited for a CPU) where other work shares the CPUs, as
+    in make test."""
     workdir.mkdir(parents=True, exist_ok=True)
     served = Served(workdir, global_args=scenario.global_args, serve_args=scenario.serve_args,
                     resp_limits=scenario.resp_limits, config=scenario.config,
@@ -510,23 +517,23 @@ def run_scenario(scenario: Scenario, small: bool, workdir: Path) -> dict[str, An
     record["log_tracebacks"] = log.count("Traceback")
     record["log_bytes"] = len(log.encode())
     record["seconds"] = round(time.monotonic() - started, 1)
-    record["failures"] = failures(record)
+    record["failures"] = failures(record, stall)
     return record
 
 
-def failures(record: dict[str, Any]) -> list[str]:
-    """The targets a scenario's record misses (empty: it passes)."""
+def failures(record: dict[str, Any], stall: str = "max_server_stall_ms") -> list[str]:
+    """The targets a scenario's record misses (empty: it passes); stall names the stall figure
+    held against STALL_TARGET_MS (see run_scenario)."""
     out = []
     if "error" in record:
         out.append(f"did not finish: {record['error']}")
     for name in ("crashes", "keys_lost", "keys_resurrected"):
         if record.get(name, 0) != 0:
             out.append(f"{name} {record[name]} (target 0)")
-    # The stall target is held against the stall less CPU waits (see _Probe): on these shared
-    # machines other sessions' load would decide the raw figure. Both are in the record.
-    if record.get("max_server_stall_ms", 0) > STALL_TARGET_MS:
-        out.append(f"max_server_stall_ms {record['max_server_stall_ms']} > {STALL_TARGET_MS:g} "
-                   f"(max_control_stall_ms {record['max_control_stall_ms']} with CPU waits)")
+    if record.get(stall, 0) > STALL_TARGET_MS:
+        out.append(f"{stall} {record[stall]} > {STALL_TARGET_MS:g} (max_control_stall_ms "
+                   f"{record.get('max_control_stall_ms')}, max_server_stall_ms "
+                   f"{record.get('max_server_stall_ms')} without CPU waits)")
     control = record.get("control", {})
     failed = {p: control.get(f"{p}_failures", 0) for p in record.get("control_probes", PROBES)}
     if any(failed.values()):
