@@ -473,6 +473,12 @@ always @(*) begin
     end
 end
 
+// payload length and offset of the descriptor (header fields only), a stage
+// ahead of the read count they give in C
+wire [5:0] b_ihl4 = {b_vihl[3:0], 2'b00};
+wire [15:0] b_plen = (b_etype == 16'h0806) ? 16'd0 : b_w1 - {10'd0, b_ihl4} - 16'd8;
+wire [6:0] b_off = (b_vlan ? 7'd18 : 7'd14) + {1'b0, b_ihl4} + 7'd8;
+
 /*
  * Stage C: accumulate; checks and descriptor at the last beat
  */
@@ -505,8 +511,12 @@ reg [47:0] c_sha;
 reg [31:0] c_spa;
 reg [31:0] c_tpa;
 reg [63:0] c_l4;
+reg [15:0] c_plen;
+reg [6:0] c_off;
 
 always @(posedge clk) begin
+    c_plen <= b_plen;
+    c_off <= b_off;
     c_last <= b_last;
     c_first <= b_beat == 16'd0;
     c_ip_part <= b_ip_part;
@@ -655,14 +665,12 @@ end
 
 // descriptor: payload placement
 wire [1:0] c_kind = c_is_arp ? 2'd1 : c_is_icmp ? 2'd2 : 2'd0;
-wire [15:0] c_plen = c_is_arp ? 16'd0 : c_l4len - 16'd8;
-wire [6:0] c_off = {2'd0, c_eoff} + {1'b0, c_ihl4} + 7'd8;
 wire [6:0] c_skip = c_off >> LG_K;
 wire [23:0] c_pend = {17'd0, c_off} + {8'd0, c_plen} - 24'd1;
 wire [23:0] c_reads_w = (c_plen == 16'd0) ? 24'd0 : (c_pend >> LG_K) - {17'd0, c_skip} + 24'd1;
 wire [23:0] c_outs_w = ({8'd0, c_plen} + KEEP_M1[23:0]) >> LG_K;
 wire [11:0] c_reads = c_reads_w[11:0];
-wire c_flush = c_reads >= 12'd2 && c_outs_w[11:0] == c_reads;
+// flush (the realigner's extra last beat): worked out in D from the registered counts
 wire [LG_K:0] c_tail = (c_plen[LG_K-1:0] == {LG_K{1'b0}}) ? KEEP_32[LG_K:0] : {1'b0, c_plen[LG_K-1:0]};
 wire [AW+6:0] c_rd_start_w = {7'd0, c_start[AW-1:0]} + {{AW{1'b0}}, c_skip};
 wire [AW-1:0] c_rd_start = c_rd_start_w[AW-1:0];
@@ -686,7 +694,8 @@ reg d_l4cs_rel;
 reg d_udp;
 reg d_ovf;
 reg [AW:0] d_end;
-reg [DW-1:0] d_desc;
+reg [DW-1:0] d_desc;        // its flush bit is 0: the FIFO gets d_flush there
+reg [11:0] d_outs;          // output beats of the payload
 
 always @(posedge clk) begin
     d_code <= c_code;
@@ -695,7 +704,8 @@ always @(posedge clk) begin
     d_udp <= c_is_udp;
     d_ovf <= c_ovf;
     d_end <= c_end;
-    d_desc <= {c_meta, c_end, c_rd_start, c_reads, c_off[SW+1:2], c_flush, c_tail};
+    d_desc <= {c_meta, c_end, c_rd_start, c_reads, c_off[SW+1:2], 1'b0, c_tail};
+    d_outs <= c_outs_w[11:0];
     if (rst) begin
         d_valid <= 1'b0;
     end else begin
@@ -735,6 +745,7 @@ end
 wire [11:0] d_reads = d_desc[LG_K+SW+13 -: 12];
 wire d_reads_0 = d_reads == 12'd0;
 wire d_reads_le1 = d_reads <= 12'd1;
+wire d_flush = !d_reads_le1 && d_outs == d_reads;
 
 wire [DW+1:0] dq_data;
 wire dq_valid;
@@ -747,7 +758,7 @@ kv_fifo #(
 ) desc_fifo (
     .clk(clk),
     .rst(rst),
-    .s_data({d_reads_le1, d_reads_0, d_desc}),
+    .s_data({d_reads_le1, d_reads_0, d_desc[DW-1:LG_K+2], d_flush, d_desc[LG_K:0]}),
     .s_valid(d_commit),
     .s_ready(dq_in_ready),
     .m_data(dq_data),
@@ -1088,7 +1099,7 @@ assign m_axis_ctl_tlast = of_last;
 assign m_axis_ctl_tvalid = of_valid && of_dest;
 assign m_axis_ctl_meta = mf_data;
 
-wire unused = &{1'b0, c_rd_start_w[AW+6:AW], c_start[AW], c_reads_w[23:12], c_outs_w[23:12], sh_out[2*DATA_W-1:DATA_W], p_vihl[7:4]};
+wire unused = &{1'b0, c_rd_start_w[AW+6:AW], c_start[AW], c_reads_w[23:12], c_outs_w[23:12], sh_out[2*DATA_W-1:DATA_W], p_vihl[7:4], d_desc[LG_K+1]};
 
 endmodule
 
