@@ -124,7 +124,9 @@ module kv_mc_rx #
 `include "kv_mc_defs.vh"
 
 localparam BYTES = DATA_W / 8;
-localparam W = REQ_BYTES + 2 * BYTES;   // window bytes (see the input side)
+// window bytes: the longest request and a beat, and at least 3 beats less one
+// (see the input side)
+localparam W = (REQ_BYTES + BYTES > 3 * BYTES - 1) ? REQ_BYTES + BYTES : 3 * BYTES - 1;
 localparam CW = $clog2(W + 1);           // window byte count width
 localparam BW = $clog2(BYTES + 1);       // beat byte count width
 localparam [32:0] REQ_BYTES33 = 33'd0 + REQ_BYTES;
@@ -356,8 +358,13 @@ assign m_item_valid = item_valid;
 /*
  * input side: a new datagram's first beat when the current one is done; a
  * further beat when the window has room for it before this cycle's bytes
- * leave (the window is BYTES longer than it would need otherwise, so this
- * costs no throughput and keeps the refill off the decision path)
+ * leave (cnt + BYTES <= W), which keeps the refill off the decision path.
+ * It costs no throughput: the window is refilled whenever it holds fewer
+ * than W - BYTES >= REQ_BYTES bytes, so a request that fits is never starved;
+ * and with requests of at most BYTES bytes taken one per cycle, the count
+ * never falls when it is at most W - BYTES and stays at least
+ * W - BYTES + 1 - BYTES >= BYTES after a cycle without a refill
+ * (W >= 3*BYTES - 1), so they flow at one per cycle as before.
  */
 wire start_ok = !act_reg || done;
 wire cont_ok = act_reg && !tail_reg && (cnt33 + BYTES33 <= W33);
