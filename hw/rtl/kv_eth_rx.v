@@ -223,12 +223,10 @@ reg [DATA_W-1:0] a_data;
 reg [KEEP_W-1:0] a_keep;
 reg [15:0] a_beat;
 reg [HDR_BEATS-1:0] a_hsel;     // one-hot: a_beat == i, for the header capture
-integer hs_;
+reg [HDR_BEATS-1:0] i_hsel;     // one-hot: beat_cnt == i (the beat at the input)
 
 always @(posedge clk) begin
-    for (hs_ = 0; hs_ < HDR_BEATS; hs_ = hs_ + 1) begin
-        a_hsel[hs_] <= beat_cnt == hs_[15:0];
-    end
+    a_hsel <= i_hsel;
     a_data <= s_axis_rx_tdata;
     a_keep <= s_axis_rx_tkeep;
     a_last <= s_axis_rx_tlast;
@@ -238,14 +236,17 @@ always @(posedge clk) begin
         rdy <= 1'b0;
         a_valid <= 1'b0;
         beat_cnt <= 16'd0;
+        i_hsel <= {{HDR_BEATS-1{1'b0}}, 1'b1};
     end else begin
         rdy <= 1'b1;
         a_valid <= in_fire;
         if (in_fire) begin
             if (s_axis_rx_tlast) begin
                 beat_cnt <= 16'd0;
+                i_hsel <= {{HDR_BEATS-1{1'b0}}, 1'b1};
             end else if (beat_cnt != 16'hFFFF) begin
                 beat_cnt <= beat_cnt + 16'd1;
+                i_hsel <= i_hsel << 1;
             end
         end
     end
@@ -316,11 +317,41 @@ always @(posedge clk) begin
     end
 end
 
+/*
+ * The bounds of the byte masks (and the L4 header position) depend on the
+ * VLAN tag, IHL and IPv4 total length, which may be in the beat in A itself
+ * (at 512 bits, or the tag at 64).  They are worked out one cycle early, from
+ * the beat at the input and the header as it will be in A (hdr_m of the next
+ * cycle: hdr, the beat now in A merged if it is valid, the input beat
+ * merged), and registered with the beat: A then only compares them.
+ */
+`define KV_PB(i) (i_hsel[(i)/KEEP_W] ? s_axis_rx_tdata[8*((i)%KEEP_W) +: 8] : \
+                  (a_valid && a_hsel[(i)/KEEP_W]) ? a_data[8*((i)%KEEP_W) +: 8] : hdr[8*(i) +: 8])
+wire p_vlan = {`KV_PB(12), `KV_PB(13)} == 16'h8100;
+wire [7:0] p_vihl = p_vlan ? `KV_PB(18) : `KV_PB(14);
+wire [3:0] p_ihl = p_vihl[3:0];
+wire [15:0] p_w1 = p_vlan ? {`KV_PB(20), `KV_PB(21)} : {`KV_PB(16), `KV_PB(17)};
+`undef KV_PB
+wire [4:0] p_eoff = p_vlan ? 5'd18 : 5'd14;
+wire [4:0] p_p5 = {4'd0, p_vlan} + {1'b0, p_ihl};
+
+reg a_vlan;             // = x_vlan of the beat in A
+reg [6:0] a_iphi;       // end of the IPv4 header: eoff + 4*IHL
+reg [23:0] a_l4hi;      // end of the L4 segment: eoff + total length
+reg [3:0] a_p;          // L4 header at 34 + 4*a_p
+
+always @(posedge clk) begin
+    a_vlan <= p_vlan;
+    a_iphi <= {2'd0, p_eoff} + {1'b0, p_ihl, 2'b00};
+    a_l4hi <= {19'd0, p_eoff} + {8'd0, p_w1};
+    a_p <= (p_p5 >= 5'd5) ? p_p5[3:0] - 4'd5 : 4'd0;
+end
+
 `define KV_HB(i) hdr_m[8*(i) +: 8]
 `define KV_IPB(k) (x_vlan ? hdr_m[8*(18+(k)) +: 8] : hdr_m[8*(14+(k)) +: 8])
 
 wire [15:0] x_tpid = {`KV_HB(12), `KV_HB(13)};
-wire x_vlan = x_tpid == 16'h8100;
+wire x_vlan = a_vlan;
 wire [47:0] x_dst_mac = {`KV_HB(0), `KV_HB(1), `KV_HB(2), `KV_HB(3), `KV_HB(4), `KV_HB(5)};
 wire [47:0] x_src_mac = {`KV_HB(6), `KV_HB(7), `KV_HB(8), `KV_HB(9), `KV_HB(10), `KV_HB(11)};
 wire [15:0] x_tci = {`KV_HB(14), `KV_HB(15)};
@@ -338,8 +369,7 @@ wire [47:0] x_sha = {`KV_IPB(8), `KV_IPB(9), `KV_IPB(10), `KV_IPB(11), `KV_IPB(1
 wire [31:0] x_spa = {`KV_IPB(14), `KV_IPB(15), `KV_IPB(16), `KV_IPB(17)};
 wire [31:0] x_tpa = {`KV_IPB(24), `KV_IPB(25), `KV_IPB(26), `KV_IPB(27)};
 // L4 header at 14 (+4) + 4*IHL = 34 + 4*p, picked from the registered header in stage B
-wire [4:0] x_p5 = {4'd0, x_vlan} + {1'b0, x_vihl[3:0]};
-wire [3:0] x_p = (x_p5 >= 5'd5) ? x_p5[3:0] - 4'd5 : 4'd0;
+wire [3:0] x_p = a_p;
 
 `undef KV_HB
 `undef KV_IPB
@@ -347,8 +377,8 @@ wire [3:0] x_p = (x_p5 >= 5'd5) ? x_p5[3:0] - 4'd5 : 4'd0;
 // byte masks of this beat: IPv4 header [eoff, eoff + 4*IHL), L4 segment [eoff + 4*IHL, eoff + total)
 // (each bound depends only on bytes before it, all in hdr_m by now)
 wire [4:0] x_eoff = x_vlan ? 5'd18 : 5'd14;
-wire [6:0] x_iphi = {2'd0, x_eoff} + {1'b0, x_vihl[3:0], 2'b00};
-wire [23:0] x_l4hi = {19'd0, x_eoff} + {8'd0, x_w1};
+wire [6:0] x_iphi = a_iphi;
+wire [23:0] x_l4hi = a_l4hi;
 wire [KEEP_W-1:0] x_m_ip = therm({19'd0, x_eoff}, a_beat) & ~therm({17'd0, x_iphi}, a_beat) & a_keep;
 wire [KEEP_W-1:0] x_m_l4 = therm({17'd0, x_iphi}, a_beat) & ~therm(x_l4hi, a_beat) & a_keep;
 
@@ -443,6 +473,12 @@ always @(*) begin
     end
 end
 
+// payload length and offset of the descriptor (header fields only), a stage
+// ahead of the read count they give in C
+wire [5:0] b_ihl4 = {b_vihl[3:0], 2'b00};
+wire [15:0] b_plen = (b_etype == 16'h0806) ? 16'd0 : b_w1 - {10'd0, b_ihl4} - 16'd8;
+wire [6:0] b_off = (b_vlan ? 7'd18 : 7'd14) + {1'b0, b_ihl4} + 7'd8;
+
 /*
  * Stage C: accumulate; checks and descriptor at the last beat
  */
@@ -475,8 +511,12 @@ reg [47:0] c_sha;
 reg [31:0] c_spa;
 reg [31:0] c_tpa;
 reg [63:0] c_l4;
+reg [15:0] c_plen;
+reg [6:0] c_off;
 
 always @(posedge clk) begin
+    c_plen <= b_plen;
+    c_off <= b_off;
     c_last <= b_last;
     c_first <= b_beat == 16'd0;
     c_ip_part <= b_ip_part;
@@ -625,14 +665,12 @@ end
 
 // descriptor: payload placement
 wire [1:0] c_kind = c_is_arp ? 2'd1 : c_is_icmp ? 2'd2 : 2'd0;
-wire [15:0] c_plen = c_is_arp ? 16'd0 : c_l4len - 16'd8;
-wire [6:0] c_off = {2'd0, c_eoff} + {1'b0, c_ihl4} + 7'd8;
 wire [6:0] c_skip = c_off >> LG_K;
 wire [23:0] c_pend = {17'd0, c_off} + {8'd0, c_plen} - 24'd1;
 wire [23:0] c_reads_w = (c_plen == 16'd0) ? 24'd0 : (c_pend >> LG_K) - {17'd0, c_skip} + 24'd1;
 wire [23:0] c_outs_w = ({8'd0, c_plen} + KEEP_M1[23:0]) >> LG_K;
 wire [11:0] c_reads = c_reads_w[11:0];
-wire c_flush = c_reads >= 12'd2 && c_outs_w[11:0] == c_reads;
+// flush (the realigner's extra last beat): worked out in D from the registered counts
 wire [LG_K:0] c_tail = (c_plen[LG_K-1:0] == {LG_K{1'b0}}) ? KEEP_32[LG_K:0] : {1'b0, c_plen[LG_K-1:0]};
 wire [AW+6:0] c_rd_start_w = {7'd0, c_start[AW-1:0]} + {{AW{1'b0}}, c_skip};
 wire [AW-1:0] c_rd_start = c_rd_start_w[AW-1:0];
@@ -656,7 +694,8 @@ reg d_l4cs_rel;
 reg d_udp;
 reg d_ovf;
 reg [AW:0] d_end;
-reg [DW-1:0] d_desc;
+reg [DW-1:0] d_desc;        // its flush bit is 0: the FIFO gets d_flush there
+reg [11:0] d_outs;          // output beats of the payload
 
 always @(posedge clk) begin
     d_code <= c_code;
@@ -665,7 +704,8 @@ always @(posedge clk) begin
     d_udp <= c_is_udp;
     d_ovf <= c_ovf;
     d_end <= c_end;
-    d_desc <= {c_meta, c_end, c_rd_start, c_reads, c_off[SW+1:2], c_flush, c_tail};
+    d_desc <= {c_meta, c_end, c_rd_start, c_reads, c_off[SW+1:2], 1'b0, c_tail};
+    d_outs <= c_outs_w[11:0];
     if (rst) begin
         d_valid <= 1'b0;
     end else begin
@@ -700,18 +740,25 @@ always @(posedge clk) begin
     end
 end
 
-wire [DW-1:0] dq_data;
+// the read engine's decisions on a descriptor's read count, worked out as it is
+// pushed so that none of them is on the path from the FIFO to free_ptr
+wire [11:0] d_reads = d_desc[LG_K+SW+13 -: 12];
+wire d_reads_0 = d_reads == 12'd0;
+wire d_reads_le1 = d_reads <= 12'd1;
+wire d_flush = !d_reads_le1 && d_outs == d_reads;
+
+wire [DW+1:0] dq_data;
 wire dq_valid;
 wire dq_pop;
 wire [$clog2(DESC_DEPTH):0] dq_count_unused;
 
 kv_fifo #(
-    .WIDTH(DW),
+    .WIDTH(DW + 2),
     .DEPTH(DESC_DEPTH)
 ) desc_fifo (
     .clk(clk),
     .rst(rst),
-    .s_data(d_desc),
+    .s_data({d_reads_le1, d_reads_0, d_desc[DW-1:LG_K+2], d_flush, d_desc[LG_K:0]}),
     .s_valid(d_commit),
     .s_ready(dq_in_ready),
     .m_data(dq_data),
@@ -731,7 +778,12 @@ reg [15:0] outstanding;     // accepted frames whose beats are not all read
 reg [AW:0] dec_end;         // end of the last frame decided
 wire fin;                   // the read engine read a frame's last beat
 wire [AW:0] fin_end;
-wire [15:0] outst_next = outstanding + {15'd0, e_commit} - {15'd0, fin};
+// outstanding after this cycle's commit, then with fin: everything but the
+// choice between the two is worked out from registers
+wire [15:0] outst_inc = outstanding + {15'd0, e_commit};
+wire [15:0] outst_dec = outst_inc - 16'd1;
+wire outst_inc_1 = outst_inc == 16'd1;
+wire [15:0] outst_next = fin ? outst_dec : outst_inc;
 
 always @(posedge clk) begin
     e_end <= d_end;
@@ -749,7 +801,7 @@ always @(posedge clk) begin
             dec_end <= e_end;
         end
         if (fin) begin
-            if (outst_next == 16'd0) begin
+            if (outst_inc_1) begin
                 free_ptr <= (e_commit || e_drop) ? e_end : dec_end;
             end else begin
                 free_ptr <= fin_end;
@@ -763,16 +815,19 @@ end
 /*
  * Read engine: descriptors -> tokens (one RAM read or one output each)
  */
+wire dq_reads_le1 = dq_data[DW+1];
+wire dq_reads_0 = dq_data[DW];
 wire [179:0] dq_meta = dq_data[DW-1 -: 180];
 wire [AW:0] dq_end = dq_data[DW-181 -: AW+1];
 wire [AW-1:0] dq_start = dq_data[DW-182-AW -: AW];
 wire [11:0] dq_reads = dq_data[LG_K+SW+13 -: 12];
+wire dq_reads_1 = dq_reads_le1 && !dq_reads_0;
 wire [SW-1:0] dq_sidx = dq_data[LG_K+SW+1 -: SW];
 wire dq_flush = dq_data[LG_K+1];
 wire [LG_K:0] dq_tail = dq_data[LG_K:0];
 wire dq_dest = dq_meta[179:178] != 2'd0;
 
-wire [$clog2(OF_DEPTH):0] of_count;
+wire [$clog2(OF_DEPTH):0] of_count_unused;   // tracked by infl
 wire mf_ready;
 reg t1_valid;
 
@@ -787,7 +842,9 @@ reg cur_dest;
 reg [AW:0] cur_end;
 reg need_bub;
 
-wire credit = ({{31-$clog2(OF_DEPTH){1'b0}}, of_count} + {31'd0, t1_valid}) < OF_DEPTH;
+// the output FIFO has room for one more token: of_count + t1_valid < OF_DEPTH,
+// kept in registers (infl, below) so that no FIFO pointer arithmetic is on the issue path
+reg credit;
 wire start_ok = !act && dq_valid && mf_ready && credit;
 
 reg iss;
@@ -809,7 +866,7 @@ always @(*) begin
         if (credit) begin
             iss = 1'b1;
             iss_flushprev = 1'b1;
-            if (start_ok && dq_reads >= 12'd2) begin
+            if (start_ok && !dq_reads_le1) begin
                 // the next frame's first read emits nothing: share its slot
                 pop = 1'b1;
                 iss_read = 1'b1;
@@ -825,18 +882,18 @@ always @(*) begin
     end else if (start_ok) begin
         pop = 1'b1;
         iss = 1'b1;
-        if (dq_reads == 12'd0) begin
+        if (dq_reads_0) begin
             iss_empty = 1'b1;
         end else begin
             iss_read = 1'b1;
             iss_first = 1'b1;
-            iss_last = dq_reads == 12'd1;
+            iss_last = dq_reads_1;
         end
     end
 end
 
 assign dq_pop = pop;
-assign fin = (act && !need_bub && iss && iss_last) || (pop && dq_reads <= 12'd1);
+assign fin = (act && !need_bub && iss && iss_last) || (pop && dq_reads_le1);
 assign fin_end = pop ? dq_end : cur_end;
 wire [AW-1:0] raddr = pop ? dq_start : cur_addr;
 
@@ -857,7 +914,7 @@ always @(posedge clk) begin
             cur_dest <= dq_dest;
             cur_end <= dq_end;
             ridx <= 12'd1;
-            act <= dq_reads >= 12'd2;
+            act <= !dq_reads_le1;
         end else if (act && iss) begin
             ridx <= ridx + 12'd1;
             cur_addr <= cur_addr + {{AW-1{1'b0}}, 1'b1};
@@ -987,8 +1044,25 @@ kv_fifo #(
     .m_data(of_data),
     .m_valid(of_valid),
     .m_ready(of_pop),
-    .count(of_count)
+    .count(of_count_unused)
 );
+
+// beats in the output FIFO plus the token in flight (of_count + t1_valid)
+localparam IW = $clog2(OF_DEPTH) + 1;
+reg [IW-1:0] infl;
+wire of_fire = of_valid && of_pop;
+wire [IW-1:0] infl_next = infl + {{IW-1{1'b0}}, iss} - {{IW-1{1'b0}}, t1_valid && !o_valid}
+                          - {{IW-1{1'b0}}, of_fire};
+
+always @(posedge clk) begin
+    if (rst) begin
+        infl <= {IW{1'b0}};
+        credit <= 1'b1;
+    end else begin
+        infl <= infl_next;
+        credit <= infl_next < OF_DEPTH;
+    end
+end
 
 wire [179:0] mf_data;
 wire mf_valid_unused;   // always set when of_valid is (metadata goes in first)
@@ -1025,7 +1099,7 @@ assign m_axis_ctl_tlast = of_last;
 assign m_axis_ctl_tvalid = of_valid && of_dest;
 assign m_axis_ctl_meta = mf_data;
 
-wire unused = &{1'b0, c_rd_start_w[AW+6:AW], c_start[AW], c_reads_w[23:12], c_outs_w[23:12], sh_out[2*DATA_W-1:DATA_W]};
+wire unused = &{1'b0, c_rd_start_w[AW+6:AW], c_start[AW], c_reads_w[23:12], c_outs_w[23:12], sh_out[2*DATA_W-1:DATA_W], p_vihl[7:4], d_desc[LG_K+1]};
 
 endmodule
 

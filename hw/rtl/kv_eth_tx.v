@@ -195,8 +195,9 @@ reg w1_last;
 reg w2_valid;
 reg w2_last;
 
-wire r_first = rb == 16'd0;
-wire r_disc = rb >= MAX_PBEATS[15:0];
+// rb == 0 and rb >= MAX_PBEATS, kept as registers beside rb (below)
+reg r_first;
+reg r_disc;
 wire [BAW:0] used = wr_ptr - free_ptr;
 wire space = !used[BAW];
 wire [$clog2(DESC_DEPTH):0] jf_count;
@@ -215,7 +216,8 @@ wire r_wr = r_fire && !r_disc;
 // (tkeep is contiguous: more than REM bytes means lane REM is set)
 wire r_drop = r_disc || (REM < KEEP_W && rb == MAX_PBEATS[15:0] - 16'd1 && s_axis_rpl_tkeep[REM_LANE]);
 wire [DATA_W-1:0] r_data = s_axis_rpl_tdata & byte_mask(s_axis_rpl_tkeep);
-wire [BAW:0] r_next = wr_ptr + {{BAW{1'b0}}, r_wr};
+wire [BAW:0] wr_inc = wr_ptr + {{BAW{1'b0}}, 1'b1};
+wire [BAW:0] r_next = r_wr ? wr_inc : wr_ptr;
 
 always @(posedge clk) begin
     if (r_wr) begin
@@ -228,7 +230,12 @@ always @(posedge clk) begin
         wr_ptr <= {BAW+1{1'b0}};
         fstart <= {BAW+1{1'b0}};
         rb <= 16'd0;
+        r_first <= 1'b1;
+        r_disc <= 1'b0;
     end else if (r_fire) begin
+        // rb saturates at 0xFFFF, so it is never 0 again before tlast
+        r_first <= s_axis_rpl_tlast;
+        r_disc <= !s_axis_rpl_tlast && rb >= MAX_PBEATS[15:0] - 16'd1;
         if (s_axis_rpl_tlast) begin
             rb <= 16'd0;
             wr_ptr <= r_drop ? fstart : r_next;
@@ -505,9 +512,6 @@ wire [31:0] s_sum = jf_data[31:0];
 wire [15:0] s_plen = s_meta[15:0];
 wire [31:0] s_ip = s_meta[63:32];
 wire [15:0] s_port = s_meta[31:16];
-wire [15:0] s_total = s_plen + 16'd28;
-wire [15:0] s_ulen = s_plen + 16'd8;
-wire [7:0] s_proto = (s_kind == 2'd2) ? 8'd1 : 8'd17;
 // the configuration's share of both sums, registered (cfg_* change between frames)
 reg [31:0] cfg_ipsum;       // version/IHL, flags (DF), TTL, source address
 reg [31:0] cfg_udpsum;      // source address, protocol, source port
@@ -515,10 +519,29 @@ always @(posedge clk) begin
     cfg_ipsum <= 32'h4500 + 32'h4000 + 32'h4000 + {16'd0, cfg_ip[31:16]} + {16'd0, cfg_ip[15:0]};
     cfg_udpsum <= {16'd0, cfg_ip[31:16]} + {16'd0, cfg_ip[15:0]} + 32'd17 + {16'd0, cfg_udp_port};
 end
-wire [31:0] s_ipsum = cfg_ipsum + {16'd0, s_total} + {16'd0, ip_id} + {24'd0, s_proto}
-    + {16'd0, s_ip[31:16]} + {16'd0, s_ip[15:0]};
-wire [31:0] s_udpsum = s_sum + cfg_udpsum + {16'd0, s_ip[31:16]} + {16'd0, s_ip[15:0]}
-    + {15'd0, s_ulen, 1'b0} + {16'd0, s_port};
+// the header sums of both candidates (reply job, ctl frame) as balanced adder trees, the
+// choice between them last: the arbiter's decision is not in front of the adders
+function [31:0] ip_sum(input [31:0] base, input [15:0] plen, input [7:0] proto, input [31:0] ip);
+    begin
+        ip_sum = (base + ({16'd0, plen + 16'd28} + {24'd0, proto})) + ({16'd0, ip[31:16]} + {16'd0, ip[15:0]});
+    end
+endfunction
+function [31:0] udp_sum(input [31:0] base, input [31:0] sum, input [15:0] plen, input [31:0] ip,
+                        input [15:0] port);
+    begin
+        udp_sum = ((base + {15'd0, plen + 16'd8, 1'b0}) + (sum + {16'd0, port}))
+            + ({16'd0, ip[31:16]} + {16'd0, ip[15:0]});
+    end
+endfunction
+wire [31:0] ipsum_base = cfg_ipsum + {16'd0, ip_id};
+wire [63:0] jf_meta = {jf_data[95:48], jf_data[47:32]};     // s_meta[63:0] of a reply job
+wire [1:0] ctl_kind = s_axis_ctl_meta[179:178];
+wire [31:0] s_ipsum = take_ctl
+    ? ip_sum(ipsum_base, s_axis_ctl_meta[15:0], (ctl_kind == 2'd2) ? 8'd1 : 8'd17, s_axis_ctl_meta[63:32])
+    : ip_sum(ipsum_base, jf_meta[15:0], 8'd17, jf_meta[63:32]);
+wire [31:0] s_udpsum = take_ctl
+    ? udp_sum(cfg_udpsum, s_sum, s_axis_ctl_meta[15:0], s_axis_ctl_meta[63:32], s_axis_ctl_meta[31:16])
+    : udp_sum(cfg_udpsum, s_sum, jf_meta[15:0], jf_meta[63:32], jf_meta[31:16]);
 
 always @(posedge clk) begin
     if (take) begin
@@ -635,16 +658,25 @@ reg [KEEP_W-1:0] o_keep;
 reg o_last;
 reg o_udp;
 
+// f_m >= HB, f_q < f_qn and f_m == f_mlast, kept as registers beside f_m and f_q (each
+// next value compares registers), so that the ready of the ctl stream and of the payload
+// FIFO is a few gates from registers
+reg in_pay_r;
+reg q_lt_r;
+reg f_end_r;
+
 wire can_out = !o_valid || m_axis_tx_tready;
-wire in_pay = (HB == 32'd0) || f_m >= HB[15:0];
-wire need_pay = in_pay && f_q < f_qn;
+wire in_pay = (HB == 32'd0) || in_pay_r;
+wire need_pay = in_pay && q_lt_r;
 wire src_valid = f_src ? s_axis_ctl_tvalid : rd_valid;
 wire [DATA_W-1:0] src_data = f_src ? s_axis_ctl_tdata : rd_data[DATA_W-1:0];
 wire step = f_act && can_out && (!need_pay || src_valid);
-wire f_end = f_m == f_mlast;
+wire f_end = f_end_r;
 assign j2_take = j2_valid && (!f_act || (step && f_end));
 assign rd_pop = step && need_pay && !f_src;
-assign s_axis_ctl_tready = step && need_pay && f_src;
+// ready whether or not a beat is offered (a transfer is still step && need_pay && f_src):
+// the ctl stream's valid does not come back into its ready
+assign s_axis_ctl_tready = f_act && can_out && need_pay && f_src;
 
 wire [DATA_W-1:0] cur = need_pay ? src_data : {DATA_W{1'b0}};
 wire [DATA_W-1:0] pay_h0 = (cur << (8 * H0)) | (prev >> (8 * (KEEP_32 - H0)));
@@ -673,14 +705,22 @@ always @(posedge clk) begin
     end
     if (step && !f_end) begin
         f_m <= f_m + 16'd1;
+        in_pay_r <= f_m + 16'd1 >= HB[15:0];
+        f_end_r <= f_m + 16'd1 == f_mlast;
     end else if (j2_take) begin
         f_m <= 16'd0;
+        in_pay_r <= HB == 32'd0;
+        f_end_r <= j2_m == 16'd1;
     end
     if (j2_take) begin
         f_q <= 16'd0;
+        q_lt_r <= j2_q != 16'd0;
         prev <= {DATA_W{1'b0}};
     end else if (step && in_pay) begin
         f_q <= f_q + {15'd0, need_pay};
+        if (need_pay) begin
+            q_lt_r <= f_q + 16'd1 < f_qn;
+        end
         prev <= cur;
     end
     if (step) begin

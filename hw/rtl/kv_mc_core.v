@@ -198,6 +198,32 @@ admit_inst (
 );
 
 /*
+ * register slice between the admission check and the walker: the walker's
+ * ready (a function of its byte window) ends here instead of running on
+ * through kv_mc_admit to s_axis_pl_tready
+ */
+localparam ADM_W = DATA_W + DATA_W/8 + 1 + META_W + 8;
+wire [DATA_W-1:0] wk_tdata;
+wire [DATA_W/8-1:0] wk_tkeep;
+wire wk_tvalid, wk_tready, wk_tlast;
+wire [META_W-1:0] wk_meta;
+wire [7:0] wk_budget;
+
+kv_skid #(
+    .WIDTH(ADM_W)
+)
+adm_skid_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_data({adm_budget, adm_meta, adm_tlast, adm_tkeep, adm_tdata}),
+    .s_valid(adm_tvalid),
+    .s_ready(adm_tready),
+    .m_data({wk_budget, wk_meta, wk_tlast, wk_tkeep, wk_tdata}),
+    .m_valid(wk_tvalid),
+    .m_ready(wk_tready)
+);
+
+/*
  * walker
  */
 wire [MW+15:0] rx_meta_data;
@@ -219,12 +245,12 @@ kv_mc_rx #(
 rx_inst (
     .clk(clk),
     .rst(rst),
-    .s_axis_tdata(adm_tdata),
-    .s_axis_tkeep(adm_tkeep),
-    .s_axis_tvalid(adm_tvalid),
-    .s_axis_tready(adm_tready),
-    .s_axis_tlast(adm_tlast),
-    .s_meta({adm_budget, adm_meta}),
+    .s_axis_tdata(wk_tdata),
+    .s_axis_tkeep(wk_tkeep),
+    .s_axis_tvalid(wk_tvalid),
+    .s_axis_tready(wk_tready),
+    .s_axis_tlast(wk_tlast),
+    .s_meta({wk_budget, wk_meta}),
     .m_meta_data(rx_meta_data),
     .m_meta_valid(rx_meta_valid),
     .m_meta_ready(rx_meta_ready),
@@ -340,29 +366,49 @@ text_inst (
  * text handler to be idle, so this keeps datagram order)
  */
 wire desc_in_ready;
+wire req_ready;         // the request register slice has room
 wire sel_bin = dec_valid;
 wire d_valid = dec_valid || txt_valid;
 wire d_eng = sel_bin ? dec_eng : txt_eng;
-wire d_fire = d_valid && desc_in_ready && (!d_eng || m_axis_req_tready);
+wire d_fire = d_valid && desc_in_ready && (!d_eng || req_ready);
 
-assign dec_ready = sel_bin && desc_in_ready && (!dec_eng || m_axis_req_tready);
-assign txt_ready = !sel_bin && desc_in_ready && (!txt_eng || m_axis_req_tready);
+assign dec_ready = sel_bin && desc_in_ready && (!dec_eng || req_ready);
+assign txt_ready = !sel_bin && desc_in_ready && (!txt_eng || req_ready);
 
 wire [4:0] d_eop = sel_bin ? dec_eop : txt_eop;
 wire [KEY_W-1:0] d_ekey = sel_bin ? dec_ekey : txt_ekey;
 wire [VALUE_W-1:0] d_evalue = sel_bin ? dec_evalue : txt_evalue;
 
+// engine requests leave through a register slice: the engine's ready ends
+// there instead of running through dispatch into the decoders and the walker
+wire [4:0] q_eop;
+wire [KEY_W-1:0] q_ekey;
+wire [VALUE_W-1:0] q_evalue;
+
+kv_skid #(
+    .WIDTH(5 + KEY_W + VALUE_W)
+)
+req_skid_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_data({d_eop, d_ekey, d_evalue}),
+    .s_valid(d_valid && d_eng && desc_in_ready),
+    .s_ready(req_ready),
+    .m_data({q_eop, q_ekey, q_evalue}),
+    .m_valid(m_axis_req_tvalid),
+    .m_ready(m_axis_req_tready)
+);
+
 reg [REQ_W-1:0] req_word;
 always @* begin
     req_word = {REQ_W{1'b0}};
-    req_word[KV_REQ_OP_LSB +: KV_REQ_OP_W] = d_eop;
-    req_word[KV_REQ_KEY_LSB +: KV_REQ_KEY_W] = d_ekey;
-    req_word[KV_REQ_VALUE_LSB +: KV_REQ_VALUE_W] = d_evalue;
+    req_word[KV_REQ_OP_LSB +: KV_REQ_OP_W] = q_eop;
+    req_word[KV_REQ_KEY_LSB +: KV_REQ_KEY_W] = q_ekey;
+    req_word[KV_REQ_VALUE_LSB +: KV_REQ_VALUE_W] = q_evalue;
 end
 
 assign m_axis_req_tdata = req_word;
 assign m_axis_req_tuser = {TAG_W{1'b0}};
-assign m_axis_req_tvalid = d_valid && d_eng && desc_in_ready;
 
 wire [DESC_W-1:0] desc_in = sel_bin ?
     {dec_last, dec_eng, dec_rk, dec_opcode, dec_opaque, dec_flag, dec_quiet, dec_code, dec_kl, dec_key} :
@@ -411,6 +457,30 @@ meta_fifo_inst (
 );
 
 /*
+ * engine responses come in through a register slice (status, entry, value:
+ * what kv_mc_fmt reads), so the formatter's ready ends there
+ */
+wire [3:0] r_status;
+wire [11:0] r_entry;
+wire [VALUE_W-1:0] r_value;
+wire r_valid, r_ready;
+
+kv_skid #(
+    .WIDTH(16 + VALUE_W)
+)
+rsp_skid_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_data({s_axis_rsp_tdata[KV_RSP_STATUS_LSB +: 4], s_axis_rsp_tdata[KV_RSP_ENTRY_LSB +: 12],
+             s_axis_rsp_tdata[KV_RSP_VALUE_LSB +: VALUE_W]}),
+    .s_valid(s_axis_rsp_tvalid),
+    .s_ready(s_axis_rsp_tready),
+    .m_data({r_status, r_entry, r_value}),
+    .m_valid(r_valid),
+    .m_ready(r_ready)
+);
+
+/*
  * formatter
  */
 wire st_response, st_error, st_datagram, st_budget;
@@ -437,11 +507,11 @@ fmt_inst (
     .s_d_code(desc_out[DESC_W-49 -: 4]),
     .s_d_kl(desc_out[DESC_W-53 -: 8]),
     .s_d_key(desc_out[8*MAX_KEY-1:0]),
-    .s_rsp_status(s_axis_rsp_tdata[KV_RSP_STATUS_LSB +: 4]),
-    .s_rsp_entry(s_axis_rsp_tdata[KV_RSP_ENTRY_LSB +: 12]),
-    .s_rsp_value(s_axis_rsp_tdata[KV_RSP_VALUE_LSB +: VALUE_W]),
-    .s_rsp_valid(s_axis_rsp_tvalid),
-    .s_rsp_ready(s_axis_rsp_tready),
+    .s_rsp_status(r_status),
+    .s_rsp_entry(r_entry),
+    .s_rsp_value(r_value),
+    .s_rsp_valid(r_valid),
+    .s_rsp_ready(r_ready),
     .s_meta_data(meta_out[META_W+15:0]),
     .s_meta_budget(meta_out[MW+15 -: 8]),
     .s_meta_valid(meta_out_valid),

@@ -618,8 +618,13 @@ wire [2*DATA_W-1:0] comb = base | ({{DATA_W{1'b0}}, chunk} << {base_n, 3'b000});
 wire [FW:0] t_n = base_n + {1'b0, ch_n};
 wire overflow = {16'd0, dg_len_reg} + {16'd0, r_len_reg} > {16'd0, MAX_DGRAM16};
 wire too_long = ch_first && open_reg && overflow;
-wire [24:0] s_bytes = tot_reg + {9'd0, r_len_reg} + ((!open_reg || overflow) ? 25'd8 : 25'd0);
-wire over = ch_first && sent_reg && !cut_reg && !r_unl_reg && s_bytes > {1'b0, r_bud_reg};
+// the budget test for both frame-header cases at once, the choice last (shallower than adding
+// the header's 8 bytes after the overflow test)
+wire [24:0] s_bytes0 = tot_reg + {9'd0, r_len_reg};
+wire [24:0] s_bytes8 = tot_reg + {9'd0, r_len_reg} + 25'd8;
+wire over0 = s_bytes0 > {1'b0, r_bud_reg};
+wire over8 = s_bytes8 > {1'b0, r_bud_reg};
+wire over = ch_first && sent_reg && !cut_reg && !r_unl_reg && ((!open_reg || overflow) ? over8 : over0);
 
 // the budget reply in place of the response in R (frontend.md §10)
 wire [8*RB-1:0] bud_bin = ({{(8*RB-8*TB){1'b0}}, lanes("Use TCP", 7)} << (8*MC_HDR_BYTES)) |

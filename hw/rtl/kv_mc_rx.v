@@ -124,7 +124,9 @@ module kv_mc_rx #
 `include "kv_mc_defs.vh"
 
 localparam BYTES = DATA_W / 8;
-localparam W = REQ_BYTES + BYTES;       // window bytes
+// window bytes: the longest request and a beat, and at least 3 beats less one
+// (see the input side)
+localparam W = (REQ_BYTES + BYTES > 3 * BYTES - 1) ? REQ_BYTES + BYTES : 3 * BYTES - 1;
 localparam CW = $clog2(W + 1);           // window byte count width
 localparam BW = $clog2(BYTES + 1);       // beat byte count width
 localparam [32:0] REQ_BYTES33 = 33'd0 + REQ_BYTES;
@@ -166,12 +168,6 @@ reg drop_hdr_reg;                // M_DROP: bad frame header (else too short)
 reg [32:0] skip_reg;            // M_SKIP: bytes of the request still to skip
 reg [8*32-1:0] hdr_reg;  // M_SKIP: header and 8 bytes after it
 
-reg [2:0] item_kind_reg;
-reg item_first_reg;
-reg item_last_reg;
-reg [8*REQ_BYTES-1:0] item_data_reg;
-reg [15:0] item_cnt_reg;
-reg item_valid_reg;
 reg stat_dgram_reg;
 reg stat_short_reg;
 reg stat_multi_reg;
@@ -182,15 +178,10 @@ assign stat_short = stat_short_reg;
 assign stat_multi = stat_multi_reg;
 assign stat_served = stat_served_reg;
 
-assign m_item_kind = item_kind_reg;
-assign m_item_first = item_first_reg;
-assign m_item_last = item_last_reg;
-assign m_item_data = item_data_reg;
-assign m_item_cnt = item_cnt_reg;
-assign m_item_valid = item_valid_reg;
-
 /*
- * request header fields at the window start
+ * request header fields at the window start, and what the window holds of
+ * the request (every comparison between registers, none behind an adder
+ * of a header field: req_len = body_len + 24 <= x is body_len <= x - 24)
  */
 wire [7:0] magic = win_reg[8*MC_HDR_MAGIC +: 8];
 wire [31:0] body_len = {win_reg[8*MC_HDR_BODY_LEN +: 8], win_reg[8*(MC_HDR_BODY_LEN+1) +: 8],
@@ -198,17 +189,37 @@ wire [31:0] body_len = {win_reg[8*MC_HDR_BODY_LEN +: 8], win_reg[8*(MC_HDR_BODY_
 wire [32:0] req_len = {1'b0, body_len} + {17'd0, MC_HDR_BYTES};
 wire [32:0] cnt33 = {{(33-CW){1'b0}}, cnt_reg};
 wire have_hdr = cnt33 >= {17'd0, MC_HDR_BYTES};
-wire fits = req_len <= REQ_BYTES33;
-wire have_req = cnt33 >= req_len;
-wire out_free = !item_valid_reg || m_item_ready;
+wire [32:0] cnt_m24 = cnt33 - {17'd0, MC_HDR_BYTES};   // used only when have_hdr
+wire fits = {1'b0, body_len} <= REQ_BYTES33 - {17'd0, MC_HDR_BYTES};
+wire have_req = {1'b0, body_len} <= cnt_m24;
+wire req_all = {1'b0, body_len} == cnt_m24;              // cnt33 == req_len
+wire have_32 = cnt33 >= 33'd32;
+wire skip_le = skip_reg <= cnt33;
+wire skip_eq = skip_reg == cnt33;
+wire cnt_one = cnt_reg == {{(CW-1){1'b0}}, 1'b1};
+wire cnt_nz = cnt_reg != {CW{1'b0}};
 
-wire [2:0] mode_eff = (mode_reg == M_NEW && cnt_reg != {CW{1'b0}}) ?
+// binary items leave through a register slice: emitting needs only its room
+// (a register), never the decoder's ready
+wire item_room;
+wire item_valid;
+
+wire [2:0] mode_eff = (mode_reg == M_NEW && cnt_nz) ?
                       (magic == MC_MAGIC_REQ ? M_BIN : M_TEXT) : mode_reg;
 
 /*
- * what the window does this cycle
+ * what the window does this cycle: how many bytes it gives up (ck), as one of
+ * five kinds whose shifted windows and counts are all worked out beside the
+ * decision (below)
  */
-reg [CW-1:0] consume;
+localparam [2:0]
+    C_NONE = 3'd0,      // nothing
+    C_ALL = 3'd1,       // every byte (cnt)
+    C_REQ = 3'd2,       // the request at the start (req_len)
+    C_SKIP = 3'd3,      // the rest of a skipped request (skip_reg)
+    C_ONE = 3'd4;       // one text byte
+
+reg [2:0] ck;
 reg emit;
 reg [2:0] emit_kind;
 reg emit_last;
@@ -221,7 +232,7 @@ reg load_hdr;
 reg text_valid;
 
 always @* begin
-    consume = {CW{1'b0}};
+    ck = C_NONE;
     emit = 1'b0;
     emit_kind = MC_K_BIN;
     emit_last = 1'b0;
@@ -236,7 +247,7 @@ always @* begin
         case (mode_eff)
             M_NEW: begin
                 // window empty: a datagram with no request bytes, once it has ended
-                if (tail_reg && text_idle && out_free) begin
+                if (tail_reg && text_idle && item_room) begin
                     emit = 1'b1;
                     emit_kind = MC_K_EMPTY;
                     emit_last = 1'b1;
@@ -244,31 +255,31 @@ always @* begin
                 end
             end
             M_DROP: begin
-                if (text_idle && out_free) begin
+                if (text_idle && item_room) begin
                     emit = 1'b1;
                     emit_kind = drop_hdr_reg ? MC_K_DROP_HDR : MC_K_DROP_SHORT;
                     emit_last = 1'b1;
-                    consume = cnt_reg;
+                    ck = C_ALL;
                     done = tail_reg;
                     mode_next = M_DISCARD;
                 end
             end
             M_BIN: begin
-                if (text_idle && out_free) begin
+                if (text_idle && item_room) begin
                     if (have_hdr && magic != MC_MAGIC_REQ) begin
                         emit = 1'b1;
                         emit_kind = MC_K_MAGIC;
                         emit_last = 1'b1;
-                        consume = cnt_reg;
+                        ck = C_ALL;
                         done = tail_reg;
                         mode_next = M_DISCARD;
                     end else if (have_hdr && fits && have_req) begin
                         emit = 1'b1;
                         emit_kind = MC_K_BIN;
-                        emit_last = tail_reg && cnt33 == req_len;
-                        consume = req_len[CW-1:0];
+                        emit_last = tail_reg && req_all;
+                        ck = C_REQ;
                         done = emit_last;
-                    end else if (have_hdr && !fits && cnt33 >= 33'd32) begin
+                    end else if (have_hdr && !fits && have_32) begin
                         load_hdr = 1'b1;
                         skip_next = req_len;
                         mode_next = M_SKIP;
@@ -277,24 +288,24 @@ always @* begin
                         emit_kind = MC_K_TRUNC;
                         emit_last = 1'b1;
                         emit_cnt = {{(16-CW){1'b0}}, cnt_reg};
-                        consume = cnt_reg;
+                        ck = C_ALL;
                         done = 1'b1;
                     end
                 end
             end
             M_SKIP: begin
-                if (text_idle && out_free) begin
-                    if (skip_reg <= cnt33) begin
+                if (text_idle && item_room) begin
+                    if (skip_le) begin
                         emit = 1'b1;
                         emit_kind = MC_K_BIG;
                         emit_hdr = 1'b1;
-                        emit_last = tail_reg && skip_reg == cnt33;
-                        consume = skip_reg[CW-1:0];
+                        emit_last = tail_reg && skip_eq;
+                        ck = C_SKIP;
                         skip_next = 33'd0;
                         done = emit_last;
                         mode_next = M_BIN;
                     end else begin
-                        consume = cnt_reg;
+                        ck = C_ALL;
                         skip_next = skip_reg - cnt33;
                         if (tail_reg) begin
                             emit = 1'b1;
@@ -308,14 +319,14 @@ always @* begin
                 end
             end
             M_TEXT: begin
-                text_valid = cnt_reg != {CW{1'b0}} && !item_valid_reg;
+                text_valid = cnt_nz && !item_valid;
                 if (text_valid && m_text_ready) begin
-                    consume = {{(CW-1){1'b0}}, 1'b1};
-                    done = tail_reg && cnt_reg == {{(CW-1){1'b0}}, 1'b1};
+                    ck = C_ONE;
+                    done = tail_reg && cnt_one;
                 end
             end
             default: begin // M_DISCARD
-                consume = cnt_reg;
+                ck = C_ALL;
                 done = tail_reg;
             end
         endcase
@@ -324,15 +335,39 @@ end
 
 assign m_text_data = win_reg[7:0];
 assign m_text_first = first_reg;
-assign m_text_last = tail_reg && cnt_reg == {{(CW-1){1'b0}}, 1'b1};
+assign m_text_last = tail_reg && cnt_one;
 assign m_text_valid = text_valid;
 
+kv_skid #(
+    .WIDTH(3 + 1 + 1 + 8*REQ_BYTES + 16)
+)
+item_skid_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_data({emit_kind, first_reg, emit_last,
+             emit_hdr ? {{(8*REQ_BYTES-8*32){1'b0}}, hdr_reg} : win_reg[8*REQ_BYTES-1:0], emit_cnt}),
+    .s_valid(emit),
+    .s_ready(item_room),
+    .m_data({m_item_kind, m_item_first, m_item_last, m_item_data, m_item_cnt}),
+    .m_valid(item_valid),
+    .m_ready(m_item_ready)
+);
+
+assign m_item_valid = item_valid;
+
 /*
- * input side
+ * input side: a new datagram's first beat when the current one is done; a
+ * further beat when the window has room for it before this cycle's bytes
+ * leave (cnt + BYTES <= W), which keeps the refill off the decision path.
+ * It costs no throughput: the window is refilled whenever it holds fewer
+ * than W - BYTES >= REQ_BYTES bytes, so a request that fits is never starved;
+ * and with requests of at most BYTES bytes taken one per cycle, the count
+ * never falls when it is at most W - BYTES and stays at least
+ * W - BYTES + 1 - BYTES >= BYTES after a cycle without a refill
+ * (W >= 3*BYTES - 1), so they flow at one per cycle as before.
  */
-wire [CW-1:0] cnt_after = cnt_reg - consume;
 wire start_ok = !act_reg || done;
-wire cont_ok = act_reg && !tail_reg && ({{(33-CW){1'b0}}, cnt_after} + BYTES33 <= W33);
+wire cont_ok = act_reg && !tail_reg && (cnt33 + BYTES33 <= W33);
 wire take_start = s_axis_tvalid && start_ok && m_meta_ready;
 wire take_cont = s_axis_tvalid && cont_ok;
 
@@ -360,14 +395,37 @@ wire [15:0] udp_count = {in_data[39:32], in_data[47:40]};
 
 assign m_meta_data = {s_meta, udp_req_id};
 
-wire [BW-1:0] app_n = take_start ? (short_dgram ? {BW{1'b0}} : in_n - 8) : (take_cont ? in_n : {BW{1'b0}});
-wire [DATA_W-1:0] app_data = take_start ? (short_dgram ? {DATA_W{1'b0}} : start_data) :
-                                          (take_cont ? in_data : {DATA_W{1'b0}});
-wire [8*W-1:0] app_ext = {{(8*W-DATA_W){1'b0}}, app_data};
+/*
+ * the next window: appending the beat at cnt before the bytes leave is the
+ * same as after, because the beat fits behind cnt (cont_ok) and the bytes
+ * above cnt are zero; so the append does not wait for the decision
+ */
+wire [8*W-1:0] app_ext = {{(8*W-DATA_W){1'b0}}, take_cont ? in_data : {DATA_W{1'b0}}};
+wire [CW-1:0] app_n = take_cont ? {{(CW-BW){1'b0}}, in_n} : {CW{1'b0}};
+wire [8*W-1:0] comb = win_reg | (app_ext << {cnt_reg, 3'b000});
+wire [CW-1:0] cnt_all = cnt_reg + app_n;
+wire [BW-1:0] start_bytes = short_dgram ? {BW{1'b0}} : in_n - 8;
+wire [CW-1:0] start_n = {{(CW-BW){1'b0}}, start_bytes};
+wire [8*W-1:0] start_win = {{(8*W-DATA_W){1'b0}}, short_dgram ? {DATA_W{1'b0}} : start_data};
+
+// bytes given up: a whole request is req_len = 24 + body_len bytes (< W when it fits)
+reg [CW-1:0] consume;
+always @* begin
+    case (ck)
+        C_ALL: consume = cnt_reg;
+        C_REQ: consume = MC_HDR_BYTES[CW-1:0] + body_len[CW-1:0];
+        C_SKIP: consume = skip_reg[CW-1:0];
+        C_ONE: consume = {{(CW-1){1'b0}}, 1'b1};
+        default: consume = {CW{1'b0}};
+    endcase
+end
+
+wire [8*W-1:0] win_next = take_start ? start_win : comb >> {consume, 3'b000};
+wire [CW-1:0] cnt_next = take_start ? start_n : cnt_all - consume;
 
 always @(posedge clk) begin
-    win_reg <= (win_reg >> {consume, 3'b000}) | (app_ext << {cnt_after, 3'b000});
-    cnt_reg <= cnt_after + {{(CW-BW){1'b0}}, app_n};
+    win_reg <= win_next;
+    cnt_reg <= cnt_next;
     mode_reg <= mode_next;
     skip_reg <= skip_next;
     if (load_hdr) begin
@@ -394,18 +452,6 @@ always @(posedge clk) begin
         mode_reg <= (short_dgram || udp_count != 16'd1) ? M_DROP : M_NEW;
     end
 
-    if (m_item_ready) begin
-        item_valid_reg <= 1'b0;
-    end
-    if (emit) begin
-        item_valid_reg <= 1'b1;
-        item_kind_reg <= emit_kind;
-        item_first_reg <= first_reg;
-        item_last_reg <= emit_last;
-        item_data_reg <= emit_hdr ? {{(8*REQ_BYTES-8*32){1'b0}}, hdr_reg} : win_reg[8*REQ_BYTES-1:0];
-        item_cnt_reg <= emit_cnt;
-    end
-
     if (rst) begin
         cnt_reg <= {CW{1'b0}};
         win_reg <= {8*W{1'b0}};
@@ -414,7 +460,6 @@ always @(posedge clk) begin
         first_reg <= 1'b0;
         mode_reg <= M_NEW;
         skip_reg <= 33'd0;
-        item_valid_reg <= 1'b0;
         stat_dgram_reg <= 1'b0;
         stat_short_reg <= 1'b0;
         stat_multi_reg <= 1'b0;
@@ -422,7 +467,8 @@ always @(posedge clk) begin
     end
 end
 
-// the frame header bytes of in_ext are read from in_data
+// the frame header bytes of in_ext are read from in_data; the high bytes of a
+// header-field comparison's operands are zero
 wire unused = &{1'b0, in_ext[63:0]};
 
 endmodule

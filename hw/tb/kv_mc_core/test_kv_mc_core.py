@@ -58,7 +58,7 @@ from mc_stim import (CORE_COUNTERS, RESET_ADMISSION, TRUSTED, McModel, Stim, adm
 
 TOPLEVEL = "tb_kv_mc_core"
 ADMIT_ENTRIES = 8
-CORE_MODULES = ["kv_mc_core", "kv_mc_admit", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt", "kv_fifo",
+CORE_MODULES = ["kv_mc_core", "kv_mc_admit", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt", "kv_skid", "kv_fifo",
                 "kv_mc_arb"]
 ENGINE_MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
 DEFAULT_SEED = 0x70796E712D6B7631
