@@ -113,6 +113,9 @@ module kv_engine #
     // Response FIFO depth (also the admission credit): > LATENCY for full
     // throughput, >= 2
     parameter RSP_FIFO_DEPTH = 16,
+    // Control port response FIFO depth (its admission credit): >= 2; the
+    // control port takes one request per clock only when > LATENCY
+    parameter CTL_FIFO_DEPTH = 16,
     // Request tdata width: derived, do not override
     parameter REQ_W = 106 + 2*KEY_W + VALUE_W,
     // Response tdata width: derived, do not override
@@ -139,6 +142,22 @@ module kv_engine #
     output wire                 m_axis_rsp_tvalid,
     input  wire                 m_axis_rsp_tready,
     output wire [TAG_W-1:0]     m_axis_rsp_tuser,
+
+    /*
+     * Control request stream (rule and counter operations, KV_OP_CTL_MASK)
+     */
+    input  wire [REQ_W-1:0]     s_axis_ctl_req_tdata,
+    input  wire                 s_axis_ctl_req_tvalid,
+    output wire                 s_axis_ctl_req_tready,
+    input  wire [TAG_W-1:0]     s_axis_ctl_req_tuser,
+
+    /*
+     * Control response stream
+     */
+    output wire [RSP_W-1:0]     m_axis_ctl_rsp_tdata,
+    output wire                 m_axis_ctl_rsp_tvalid,
+    input  wire                 m_axis_ctl_rsp_tready,
+    output wire [TAG_W-1:0]     m_axis_ctl_rsp_tuser,
 
     /*
      * Counters of engine.md §6 for the CSR block, counter c at [64*c +: 64]
@@ -247,6 +266,8 @@ localparam LATENCY = E_ST + 2;
 /* verilator lint_on UNUSEDPARAM */
 localparam CNT_W = $clog2(RSP_FIFO_DEPTH + 1);
 localparam FIFO_AW = (RSP_FIFO_DEPTH > 1) ? $clog2(RSP_FIFO_DEPTH) : 1;
+localparam CCNT_W = $clog2(CTL_FIFO_DEPTH + 1);
+localparam CFIFO_AW = (CTL_FIFO_DEPTH > 1) ? $clog2(CTL_FIFO_DEPTH) : 1;
 localparam FIFO_W = RSP_W + TAG_W;
 
 // sized constants for address checks
@@ -310,6 +331,17 @@ initial begin
         $error("Error: RSP_FIFO_DEPTH must be at least 2 (instance %m)");
         $finish;
     end
+    if (CTL_FIFO_DEPTH < 2) begin
+        $error("Error: CTL_FIFO_DEPTH must be at least 2 (instance %m)");
+        $finish;
+    end
+    // the control lane executes exactly the control-port opcodes of the register map
+    if (KV_OP_CTL_MASK != ((32'd1 << KV_OP_WRITE_RULE) | (32'd1 << KV_OP_READ_RULE) |
+            (32'd1 << KV_OP_CLEAR_COUNTERS) | (32'd1 << KV_OP_READ_COUNTER) |
+            (32'd1 << KV_OP_READ_RULE_HITS))) begin
+        $error("Error: kv_regs.vh KV_OP_CTL_MASK does not match this engine's control lane (instance %m)");
+        $finish;
+    end
     if (REQ_W != KV_REQ_W || RSP_W != KV_RSP_W ||
             KV_REQ_OP_W != 5 || KV_REQ_FLAG_W != 1 || KV_REQ_BANK_W != 4 || KV_REQ_INDEX_W != 24 ||
             KV_REQ_BANK2_W != 4 || KV_REQ_INDEX2_W != 24 || KV_REQ_ENTRY_W != 12 || KV_REQ_PRIO_W != 32 ||
@@ -330,14 +362,24 @@ reg busy_reg;                      // CLEAR_TABLE accepted / sweep running (also
 reg sweep_reg;                     // sweep writing invalid words into every way
 reg [ROW_BITS-1:0] sweep_row_reg;
 
-// a WRITE_RULE also waits for a free kv_rule_match slot (all RULE_SLOTS busy
-// only after a burst of rule writes); other requests never wait for rules
-wire in_ready = ready_reg && (rm_wr_ready || s_axis_req_tdata[RQ_OP +: 5] != OP_WRITE_RULE);
+// the request port never waits for rules: rule operations use the control port
+wire in_ready = ready_reg;
 wire accept = s_axis_req_tvalid && in_ready;
 wire rsp_take = m_axis_rsp_tvalid && m_axis_rsp_tready;
 wire [4:0] in_op = s_axis_req_tdata[RQ_OP +: 5];
 
 assign s_axis_req_tready = in_ready;
+
+// control port: its own credits; a WRITE_RULE also waits for a free
+// kv_rule_match slot (all RULE_SLOTS busy only after a burst of rule writes).
+// It never waits for the request port, nor for the clear sweep.
+reg [CCNT_W-1:0] c_pend_reg;
+reg c_ready_reg;
+wire c_in_ready = c_ready_reg && (rm_wr_ready || s_axis_ctl_req_tdata[RQ_OP +: 5] != OP_WRITE_RULE);
+wire c_accept = s_axis_ctl_req_tvalid && c_in_ready;
+wire c_rsp_take = m_axis_ctl_rsp_tvalid && m_axis_ctl_rsp_tready;
+
+assign s_axis_ctl_req_tready = c_in_ready;
 
 /*
  * Request pipeline registers, stages 0 .. E (flat vectors, stage s at s*W)
@@ -349,10 +391,7 @@ reg [NST*4-1:0]        p_bank;
 reg [NST*24-1:0]       p_index;
 reg [NST*4-1:0]        p_bank2;
 reg [NST*24-1:0]       p_index2;
-reg [NST*12-1:0]       p_entry;
-reg [NST*32-1:0]       p_prio;
 reg [NST*KEY_W-1:0]    p_key;
-reg [NST*KEY_W-1:0]    p_mask;
 reg [NST*VALUE_W-1:0]  p_value;
 reg [NST*TAG_W-1:0]    p_tag;
 // per-way bank address, valid from stage H+1
@@ -363,13 +402,23 @@ reg [NST*RIDX_W-1:0]   p_ridx;
 reg [NST*PRIO_W-1:0]   p_rprio;
 reg [NST*VALUE_W-1:0]  p_rvalue;
 
+// control lane: the same stages, one control request per stage (op,
+// flag, index, entry, prio, key, mask, value, tag); from V+2 a READ_RULE
+// carries the entry read back in flag/key/mask/prio/value
+reg [NST-1:0]          c_valid;
+reg [NST*5-1:0]        c_op;
+reg [NST-1:0]          c_flag;
+reg [NST*24-1:0]       c_index;
+reg [NST*12-1:0]       c_entry;
+reg [NST*32-1:0]       c_prio;
+reg [NST*KEY_W-1:0]    c_key;
+reg [NST*KEY_W-1:0]    c_mask;
+reg [NST*VALUE_W-1:0]  c_value;
+reg [NST*TAG_W-1:0]    c_tag;
+
 // stage-0 views
 wire              s0_valid = p_valid[0];
-wire [4:0]        s0_op = p_op[0 +: 5];
 wire [KEY_W-1:0]  s0_key = p_key[0 +: KEY_W];
-wire [KEY_W-1:0]  s0_mask = p_mask[0 +: KEY_W];
-wire [11:0]       s0_entry = p_entry[0 +: 12];
-wire [31:0]       s0_prio = p_prio[0 +: 32];
 
 // WRITE_RULE acceptance test (engine.md §5.6), same function at every stage
 function rule_write_ok(input [11:0] entry, input [31:0] prio);
@@ -412,24 +461,36 @@ wire                 rm_wr_ready;      // kv_rule_match takes a WRITE_RULE next 
 wire                 tree_valid;
 wire [RIDX_W-1:0]    tree_idx;
 wire [PRIO_W-1:0]    tree_prio;
-wire [RULE_W-1:0]    rule_q;           // rule RAM output, stage V+1
+wire [RULE_W-1:0]    rule_q;           // rule RAM output (control lane), stage V+1
 reg                  rule_written_q;   // that entry was written since reset, stage V+1
-wire [63:0]          rh_q;             // rule hit counter RAM output, stage E
+wire [63:0]          rh_q;             // rule hit counter RAM output (request lane), stage E
 
-wire [4:0]           v_op = p_op[V_ST*5 +: 5];
-wire [RIDX_W-1:0]    v_entry = p_entry[V_ST*12 +: RIDX_W];
-wire                 v_rule_wr = p_valid[V_ST] && v_op == OP_WRITE_RULE &&
-                                 rule_write_ok(p_entry[V_ST*12 +: 12], p_prio[V_ST*32 +: 32]);
-wire [RIDX_W-1:0]    v_rd_addr = (v_op == OP_READ_RULE) ? v_entry : tree_idx;
+// control lane at stage V / V+1: WRITE_RULE writes the rule RAM at V (read
+// there by READ_RULE) and the rule value RAM at V+1 (read by LOOKUPs at V,
+// forwarded when both meet in one cycle)
+wire [4:0]           cv_op = c_op[V_ST*5 +: 5];
+wire [RIDX_W-1:0]    cv_entry = c_entry[V_ST*12 +: RIDX_W];
+wire                 cv_rule_wr = c_valid[V_ST] && cv_op == OP_WRITE_RULE &&
+                                  rule_write_ok(c_entry[V_ST*12 +: 12], c_prio[V_ST*32 +: 32]);
+wire [RIDX_W-1:0]    cv1_entry = c_entry[(V_ST+1)*12 +: RIDX_W];
+wire                 cv1_rule_wr = c_valid[V_ST+1] && c_op[(V_ST+1)*5 +: 5] == OP_WRITE_RULE &&
+                                   rule_write_ok(c_entry[(V_ST+1)*12 +: 12], c_prio[(V_ST+1)*32 +: 32]);
+wire [VALUE_W-1:0]   rval_q;           // rule value RAM output (LOOKUP winner), stage V+1
+reg                  rval_fwd_q;       // ... replaced by the control lane's write of that cycle
+reg  [VALUE_W-1:0]   rval_fwd_data_q;
 
-// rule hit counters: the RAM is read at E-1 (the winning entry of a LOOKUP,
-// else the request's entry) and written at E+1 from the write window
+// rule hit counters: two copies of one RAM (same writes), read at E-1 by the
+// request lane (a LOOKUP's winner) and by the control lane (the request's
+// entry), written at E+1 from the write window
 localparam X_ST = E_ST - 1;
-wire [4:0]           x_op = p_op[X_ST*5 +: 5];
-wire [RIDX_W-1:0]    x_rh_addr = (x_op == OP_LOOKUP) ? p_ridx[X_ST*RIDX_W +: RIDX_W] : p_entry[X_ST*12 +: RIDX_W];
+wire [RIDX_W-1:0]    x_rh_addr = p_ridx[X_ST*RIDX_W +: RIDX_W];
+wire [RIDX_W-1:0]    cx_rh_addr = c_entry[X_ST*12 +: RIDX_W];
 reg  [RULES_P-1:0]   rh_fresh;         // rule_hit[e] is in the RAM (else 0: cleared since)
 reg                  rh_fresh_q;       // fresh bit of the entry read, stage E
 reg  [RIDX_W-1:0]    rh_addr_q;        // entry read, stage E
+reg                  c_rh_fresh_q;     // the same for the control lane
+reg  [RIDX_W-1:0]    c_rh_addr_q;
+wire [63:0]          c_rh_q;           // control lane's copy of the RAM, stage E
 // write window: [0] is written to the RAM in this cycle, [1] was in the last
 reg  [1:0]           rhw_en;
 reg  [2*RIDX_W-1:0]  rhw_addr;
@@ -442,6 +503,8 @@ generate
         wire rm_busy_unused;
         reg [RULES_P-1:0] written;
 
+        // lookups from the request lane, writes from the control lane: a
+        // WRITE_RULE and the LOOKUP of the same cycle are taken lookup first
         kv_rule_match #(
             .KEY_W(KEY_W),
             .RULES(RULES),
@@ -455,12 +518,12 @@ generate
             .lookup_key(s0_key),
             .hit(rm_hit),
             .prio(rm_prio),
-            .wr_en(s0_valid && s0_op == OP_WRITE_RULE && rule_write_ok(s0_entry, s0_prio)),
-            .wr_entry(s0_entry[RIDX_W-1:0]),
-            .wr_valid(p_flag[0]),
-            .wr_match(s0_key),
-            .wr_mask(s0_mask),
-            .wr_prio(s0_prio[PRIO_W-1:0]),
+            .wr_en(c_valid[0] && c_op[0 +: 5] == OP_WRITE_RULE && rule_write_ok(c_entry[0 +: 12], c_prio[0 +: 32])),
+            .wr_entry(c_entry[0 +: RIDX_W]),
+            .wr_valid(c_flag[0]),
+            .wr_match(c_key[0 +: KEY_W]),
+            .wr_mask(c_mask[0 +: KEY_W]),
+            .wr_prio(c_prio[0 +: PRIO_W]),
             .wr_ready(rm_wr_ready),
             .rewrite_busy(rm_busy_unused)
         );
@@ -481,8 +544,9 @@ generate
         );
 
         // rule entries as READ_RULE returns them: written by WRITE_RULE and
-        // read at stage V (the same stage, so in request order); `written`
-        // marks entries written since reset (the RAM itself is not reset)
+        // read by READ_RULE at stage V of the control lane (so in control
+        // order); `written` marks entries written since reset (the RAM
+        // itself is not reset)
         kv_bank_ram #(
             .WIDTH(RULE_W),
             .ADDR_W(RIDX_W),
@@ -490,25 +554,44 @@ generate
         )
         rule_ram_inst (
             .clk(clk),
-            .wr_en(v_rule_wr),
-            .wr_addr(v_entry),
-            .wr_data({p_flag[V_ST], p_key[V_ST*KEY_W +: KEY_W], p_mask[V_ST*KEY_W +: KEY_W],
-                      p_prio[V_ST*32 +: PRIO_W], p_value[V_ST*VALUE_W +: VALUE_W]}),
-            .rd_addr(v_rd_addr),
+            .wr_en(cv_rule_wr),
+            .wr_addr(cv_entry),
+            .wr_data({c_flag[V_ST], c_key[V_ST*KEY_W +: KEY_W], c_mask[V_ST*KEY_W +: KEY_W],
+                      c_prio[V_ST*32 +: PRIO_W], c_value[V_ST*VALUE_W +: VALUE_W]}),
+            .rd_addr(cv_entry),
             .rd_data(rule_q)
         );
 
+        // rule values for LOOKUPs: written at control stage V+1, read at
+        // request stage V; a write in the cycle of the read is forwarded
+        // (that write belongs to a WRITE_RULE accepted before the LOOKUP)
+        kv_bank_ram #(
+            .WIDTH(VALUE_W),
+            .ADDR_W(RIDX_W),
+            .RD_LAT(1)
+        )
+        value_ram_inst (
+            .clk(clk),
+            .wr_en(cv1_rule_wr),
+            .wr_addr(cv1_entry),
+            .wr_data(c_value[(V_ST+1)*VALUE_W +: VALUE_W]),
+            .rd_addr(tree_idx),
+            .rd_data(rval_q)
+        );
+
         always @(posedge clk) begin
-            rule_written_q <= written[v_rd_addr];
-            if (v_rule_wr) begin
-                written[v_entry] <= 1'b1;
+            rule_written_q <= written[cv_entry];
+            if (cv_rule_wr) begin
+                written[cv_entry] <= 1'b1;
             end
+            rval_fwd_q <= cv1_rule_wr && cv1_entry == tree_idx;
+            rval_fwd_data_q <= c_value[(V_ST+1)*VALUE_W +: VALUE_W];
             if (rst) begin
                 written <= {RULES_P{1'b0}};
             end
         end
 
-        // rule hit counters (64 bits per entry)
+        // rule hit counters (64 bits per entry), one copy per reading lane
         kv_bank_ram #(
             .WIDTH(64),
             .ADDR_W(RIDX_W),
@@ -522,15 +605,33 @@ generate
             .rd_addr(x_rh_addr),
             .rd_data(rh_q)
         );
+
+        kv_bank_ram #(
+            .WIDTH(64),
+            .ADDR_W(RIDX_W),
+            .RD_LAT(1)
+        )
+        hits_ctl_ram_inst (
+            .clk(clk),
+            .wr_en(rhw_en[0]),
+            .wr_addr(rhw_addr[0 +: RIDX_W]),
+            .wr_data(rhw_data[0 +: 64]),
+            .rd_addr(cx_rh_addr),
+            .rd_data(c_rh_q)
+        );
     end else begin : no_rules
         assign rm_wr_ready = 1'b1;
         assign tree_valid = 1'b0;
         assign tree_idx = {RIDX_W{1'b0}};
         assign tree_prio = {PRIO_W{1'b0}};
         assign rule_q = {RULE_W{1'b0}};
+        assign rval_q = {VALUE_W{1'b0}};
         assign rh_q = 64'd0;
+        assign c_rh_q = 64'd0;
         always @(posedge clk) begin
             rule_written_q <= 1'b0;
+            rval_fwd_q <= 1'b0;
+            rval_fwd_data_q <= {VALUE_W{1'b0}};
         end
     end
 endgenerate
@@ -585,10 +686,7 @@ wire [3:0]        e_bank = p_bank[E_ST*4 +: 4];
 wire [23:0]       e_index = p_index[E_ST*24 +: 24];
 wire [3:0]        e_bank2 = p_bank2[E_ST*4 +: 4];
 wire [23:0]       e_index2 = p_index2[E_ST*24 +: 24];
-wire [11:0]       e_entry = p_entry[E_ST*12 +: 12];
-wire [31:0]       e_prio = p_prio[E_ST*32 +: 32];
 wire [KEY_W-1:0]  e_key = p_key[E_ST*KEY_W +: KEY_W];
-wire [KEY_W-1:0]  e_mask = p_mask[E_ST*KEY_W +: KEY_W];
 wire [VALUE_W-1:0] e_value = p_value[E_ST*VALUE_W +: VALUE_W];
 wire [TAG_W-1:0]  e_tag = p_tag[E_ST*TAG_W +: TAG_W];
 wire [WAYS*ROW_BITS-1:0] e_addr = p_addr[E_ST*WAYS*ROW_BITS +: WAYS*ROW_BITS];
@@ -609,9 +707,7 @@ reg [NCNT-1:0]          cnt_inc;        // counters to increment by one
 reg                     occ_set;        // occupancy <= occ_next
 reg [63:0]              occ_next;
 reg                     do_clear_table;
-reg                     do_clear_counters;
 reg                     rh_inc;         // rule_hit[e_ridx] += 1
-reg                     rh_zero;        // rule_hit[e_entry] <= 0
 reg  [63:0]             rh_base;        // rule_hit[] of the entry read at E-1, forwarded
 reg                     rh_we;          // rule hit counter write (into the window)
 reg  [RIDX_W-1:0]       rh_waddr;
@@ -641,7 +737,7 @@ reg [ENT_W-1:0]   slot1, slot2;     // contents of (bank, index) and (bank2, ind
 reg [6:0]         copies;
 reg [63:0]        occ;
 
-integer w, j, i, c;
+integer w, j, i;
 
 // slot address check (engine.md §4)
 function addr_ok(input [3:0] f_bank, input [23:0] f_index);
@@ -652,8 +748,6 @@ function addr_ok(input [3:0] f_bank, input [23:0] f_index);
 endfunction
 
 always @* begin
-    // loop variables start defined on every path (no latch is inferred for them)
-    c = 0;
     // forwarding: newest window write to the same row wins over the RAM word
     fwd = ram_q;
     for (w = 0; w < WAYS; w = w + 1) begin
@@ -744,9 +838,7 @@ always @* begin
     occ_set = 1'b0;
     occ_next = occ;
     do_clear_table = 1'b0;
-    do_clear_counters = 1'b0;
     rh_inc = 1'b0;
-    rh_zero = 1'b0;
 
     // rule hit counter of the entry read at E-1: the newest write still in the
     // window, else the RAM word if written since the last CLEAR_COUNTERS, else 0
@@ -908,56 +1000,13 @@ always @* begin
                 r_status = ST_REFUSED;
             end
         end
-        OP_WRITE_RULE: begin
-            // the entry itself was written at stage 0 (match) and V (value)
-            if (rule_write_ok(e_entry, e_prio)) begin
-                rh_zero = 1'b1;
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
-        OP_READ_RULE: begin
-            if ({1'b0, e_entry} < RULES_C) begin
-                // valid/match/mask/prio/value were read from the rule RAM at
-                // stage V into flag/key/mask/prio/rvalue (zero if never written)
-                r_flag = e_flag;
-                r_entry = e_entry;
-                r_prio = e_prio;
-                r_key = e_key;
-                r_mask = e_mask;
-                r_value = e_rvalue;
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
         OP_CLEAR_TABLE: begin
             do_clear_table = 1'b1;
             occ_set = 1'b1;
             occ_next = 64'd0;
         end
-        OP_CLEAR_COUNTERS: begin
-            do_clear_counters = 1'b1;
-        end
-        OP_READ_COUNTER: begin
-            if (e_index < NCNT) begin
-                for (c = 0; c < NCNT; c = c + 1) begin
-                    if (e_index == c[23:0]) begin
-                        r_data64 = counters[c*64 +: 64];
-                    end
-                end
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
-        OP_READ_RULE_HITS: begin
-            if ({1'b0, e_entry} < RULES_C) begin
-                r_data64 = rh_base;
-                r_entry = e_entry;
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
         default: begin
+            // unknown opcodes and the control port's (KV_OP_CTL_MASK)
             r_status = ST_REFUSED;
         end
     endcase
@@ -973,14 +1022,110 @@ always @* begin
         cnt_inc = {NCNT{1'b0}};
         occ_set = 1'b0;
         do_clear_table = 1'b0;
-        do_clear_counters = 1'b0;
         rh_inc = 1'b0;
-        rh_zero = 1'b0;
     end
 
-    rh_we = rh_inc || rh_zero;
-    rh_waddr = rh_inc ? e_ridx : e_entry[RIDX_W-1:0];
-    rh_wdata = rh_zero ? 64'd0 : rh_base + 64'd1;
+    rh_we = rh_inc;
+    rh_waddr = e_ridx;
+    rh_wdata = rh_base + 64'd1;
+end
+
+/*
+ * Control lane execute (stage E), after the request lane's execute of the
+ * same cycle: it sees the counters and rule hit counts with that request's
+ * updates applied (engine.md §5.7)
+ */
+wire              ce_valid = c_valid[E_ST];
+wire [4:0]        ce_op = c_op[E_ST*5 +: 5];
+wire [11:0]       ce_entry = c_entry[E_ST*12 +: 12];
+wire [23:0]       ce_index = c_index[E_ST*24 +: 24];
+wire [TAG_W-1:0]  ce_tag = c_tag[E_ST*TAG_W +: TAG_W];
+
+reg               do_clear_counters;
+reg               c_rh_zero;      // rule_hit[ce_entry] <= 0 (WRITE_RULE)
+reg               c_cmd_error;    // refused: cmd_errors += 1
+reg  [63:0]       c_rh_base;      // rule_hit[] of the entry read at E-1, forwarded
+reg               rh_we_eff;      // the request lane's rule hit write, unless zeroed now
+reg  [3:0]        c_status;
+reg  [63:0]       c_data64;
+reg  [63:0]       cnt_now;        // counter ce_index after the request lane's update
+
+integer cc;
+
+always @* begin
+    do_clear_counters = 1'b0;
+    c_rh_zero = 1'b0;
+    c_status = ST_OK;
+    c_data64 = 64'd0;
+
+    // rule hit count of the entry read at E-1: window, then this cycle's
+    // request-lane write (it comes first), else the RAM word if fresh, else 0
+    c_rh_base = c_rh_fresh_q ? c_rh_q : 64'd0;
+    if (rhw_en[1] && rhw_addr[RIDX_W +: RIDX_W] == c_rh_addr_q) begin
+        c_rh_base = rhw_data[64 +: 64];
+    end
+    if (rhw_en[0] && rhw_addr[0 +: RIDX_W] == c_rh_addr_q) begin
+        c_rh_base = rhw_data[0 +: 64];
+    end
+    if (rh_we && rh_waddr == c_rh_addr_q) begin
+        c_rh_base = rh_wdata;
+    end
+
+    cnt_now = 64'd0;
+    for (cc = 0; cc < NCNT; cc = cc + 1) begin
+        if (ce_index == cc[23:0]) begin
+            cnt_now = counters[cc*64 +: 64] + {63'd0, cnt_inc[cc]};
+            if (cc == C_OCCUPANCY) begin
+                cnt_now = occ_set ? occ_next : occ;
+            end
+        end
+    end
+
+    case (ce_op)
+        OP_WRITE_RULE: begin
+            // matcher written at stage 0, rule RAM at V, value RAM at V+1
+            if (rule_write_ok(ce_entry, c_prio[E_ST*32 +: 32])) begin
+                c_rh_zero = 1'b1;
+            end else begin
+                c_status = ST_REFUSED;
+            end
+        end
+        OP_READ_RULE: begin
+            // flag/key/mask/prio/value were replaced at V+2 by the rule RAM word
+            if ({1'b0, ce_entry} >= RULES_C) begin
+                c_status = ST_REFUSED;
+            end
+        end
+        OP_CLEAR_COUNTERS: begin
+            do_clear_counters = 1'b1;
+        end
+        OP_READ_COUNTER: begin
+            if (ce_index < NCNT) begin
+                c_data64 = cnt_now;
+            end else begin
+                c_status = ST_REFUSED;
+            end
+        end
+        OP_READ_RULE_HITS: begin
+            if ({1'b0, ce_entry} < RULES_C) begin
+                c_data64 = c_rh_base;
+            end else begin
+                c_status = ST_REFUSED;
+            end
+        end
+        default: begin
+            c_status = ST_REFUSED;
+        end
+    endcase
+    c_cmd_error = c_status == ST_REFUSED;
+
+    if (!ce_valid) begin
+        do_clear_counters = 1'b0;
+        c_rh_zero = 1'b0;
+        c_cmd_error = 1'b0;
+    end
+
+    rh_we_eff = rh_we && !(c_rh_zero && rh_waddr == ce_entry[RIDX_W-1:0]);
 end
 
 /*
@@ -1028,6 +1173,56 @@ function [FIFO_AW-1:0] ptr_inc(input [FIFO_AW-1:0] p);
 endfunction
 
 /*
+ * Control response FIFO
+ */
+reg [FIFO_W-1:0]   cfifo_mem [0:CTL_FIFO_DEPTH-1];
+reg [CFIFO_AW-1:0] cfifo_wr_ptr;
+reg [CFIFO_AW-1:0] cfifo_rd_ptr;
+reg [CCNT_W-1:0]   cfifo_count;
+
+reg [RSP_W-1:0] c_rsp_word;
+
+// READ_RULE returns the entry read back (flag/key/mask/prio/value of the
+// lane from V+2), READ_RULE_HITS its entry; nothing else echoes a field
+always @* begin
+    c_rsp_word = {RSP_W{1'b0}};
+    c_rsp_word[RS_OP +: 5] = ce_op;
+    c_rsp_word[RS_STATUS +: 4] = c_status;
+    c_rsp_word[RS_DATA64 +: 64] = c_data64;
+    if (c_status != ST_REFUSED && (ce_op == OP_READ_RULE || ce_op == OP_READ_RULE_HITS)) begin
+        c_rsp_word[RS_ENTRY +: 12] = ce_entry;
+    end
+    if (c_status != ST_REFUSED && ce_op == OP_READ_RULE) begin
+        c_rsp_word[RS_FLAG] = c_flag[E_ST];
+        c_rsp_word[RS_PRIO +: 32] = c_prio[E_ST*32 +: 32];
+        c_rsp_word[RS_KEY +: KEY_W] = c_key[E_ST*KEY_W +: KEY_W];
+        c_rsp_word[RS_MASK +: KEY_W] = c_mask[E_ST*KEY_W +: KEY_W];
+        c_rsp_word[RS_VALUE +: VALUE_W] = c_value[E_ST*VALUE_W +: VALUE_W];
+    end
+end
+wire [FIFO_W-1:0] cfifo_out = cfifo_mem[cfifo_rd_ptr];
+
+assign m_axis_ctl_rsp_tvalid = cfifo_count != 0;
+assign m_axis_ctl_rsp_tdata = cfifo_out[RSP_W-1:0];
+assign m_axis_ctl_rsp_tuser = cfifo_out[RSP_W +: TAG_W];
+
+always @(posedge clk) begin
+    if (ce_valid) begin
+        cfifo_mem[cfifo_wr_ptr] <= {ce_tag, c_rsp_word};
+    end
+end
+
+function [CFIFO_AW-1:0] cptr_inc(input [CFIFO_AW-1:0] p);
+    begin
+        if ({{(32-CFIFO_AW){1'b0}}, p} == CTL_FIFO_DEPTH - 1) begin
+            cptr_inc = {CFIFO_AW{1'b0}};
+        end else begin
+            cptr_inc = p + 1'b1;
+        end
+    end
+endfunction
+
+/*
  * Request pipeline next state: every stage takes the previous one; stage 0
  * takes the accepted request; a few stages take results (one assignment per
  * vector in the clocked block keeps every simulator and synthesizer agreeing)
@@ -1039,10 +1234,7 @@ reg [NST*4-1:0]        p_bank_next;
 reg [NST*24-1:0]       p_index_next;
 reg [NST*4-1:0]        p_bank2_next;
 reg [NST*24-1:0]       p_index2_next;
-reg [NST*12-1:0]       p_entry_next;
-reg [NST*32-1:0]       p_prio_next;
 reg [NST*KEY_W-1:0]    p_key_next;
-reg [NST*KEY_W-1:0]    p_mask_next;
 reg [NST*VALUE_W-1:0]  p_value_next;
 reg [NST*TAG_W-1:0]    p_tag_next;
 reg [NST*WAYS*ROW_BITS-1:0] p_addr_next;
@@ -1064,10 +1256,7 @@ always @* begin
     p_index_next = {p_index[(NST-1)*24-1:0], p_index[0 +: 24]};
     p_bank2_next = {p_bank2[(NST-1)*4-1:0], p_bank2[0 +: 4]};
     p_index2_next = {p_index2[(NST-1)*24-1:0], p_index2[0 +: 24]};
-    p_entry_next = {p_entry[(NST-1)*12-1:0], p_entry[0 +: 12]};
-    p_prio_next = {p_prio[(NST-1)*32-1:0], p_prio[0 +: 32]};
     p_key_next = {p_key[(NST-1)*KEY_W-1:0], p_key[0 +: KEY_W]};
-    p_mask_next = {p_mask[(NST-1)*KEY_W-1:0], p_mask[0 +: KEY_W]};
     p_value_next = {p_value[(NST-1)*VALUE_W-1:0], p_value[0 +: VALUE_W]};
     p_tag_next = {p_tag[(NST-1)*TAG_W-1:0], p_tag[0 +: TAG_W]};
     p_addr_next = {p_addr[(NST-1)*WAYS*ROW_BITS-1:0], p_addr[0 +: WAYS*ROW_BITS]};
@@ -1084,10 +1273,7 @@ always @* begin
         p_index_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX +: 24];
         p_bank2_next[0 +: 4] = s_axis_req_tdata[RQ_BANK2 +: 4];
         p_index2_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX2 +: 24];
-        p_entry_next[0 +: 12] = s_axis_req_tdata[RQ_ENTRY +: 12];
-        p_prio_next[0 +: 32] = s_axis_req_tdata[RQ_PRIO +: 32];
         p_key_next[0 +: KEY_W] = s_axis_req_tdata[RQ_KEY +: KEY_W];
-        p_mask_next[0 +: KEY_W] = s_axis_req_tdata[RQ_MASK +: KEY_W];
         p_value_next[0 +: VALUE_W] = s_axis_req_tdata[RQ_VALUE +: VALUE_W];
         p_tag_next[0 +: TAG_W] = s_axis_req_tuser;
     end
@@ -1103,18 +1289,57 @@ always @* begin
         end
     end
 
-    // stage V -> V+1: rule result; V+1 -> V+2: rule value (winner of a
-    // LOOKUP), or all of the entry for READ_RULE (zero if never written)
+    // stage V -> V+1: rule result; V+1 -> V+2: rule value of the winner
+    // (the control lane's write of that cycle forwarded)
     p_rhit_next[V_ST+1] = tree_valid;
     p_ridx_next[(V_ST+1)*RIDX_W +: RIDX_W] = tree_idx;
     p_rprio_next[(V_ST+1)*PRIO_W +: PRIO_W] = tree_prio;
-    p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_q[0 +: VALUE_W];
-    if (p_op[(V_ST+1)*5 +: 5] == OP_READ_RULE) begin
-        p_flag_next[V_ST+2] = rule_written_q && rule_q[RULE_W-1];
-        p_key_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W+KEY_W +: KEY_W] : {KEY_W{1'b0}};
-        p_mask_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W +: KEY_W] : {KEY_W{1'b0}};
-        p_prio_next[(V_ST+2)*32 +: 32] = rule_written_q ? {{(32-PRIO_W){1'b0}}, rule_q[VALUE_W +: PRIO_W]} : 32'd0;
-        p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_written_q ? rule_q[0 +: VALUE_W] : {VALUE_W{1'b0}};
+    p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rval_fwd_q ? rval_fwd_data_q : rval_q;
+end
+
+// control lane: the same shift; stage 0 takes the accepted control request;
+// V+1 -> V+2: a READ_RULE takes the entry read back (zero if never written)
+reg [NST-1:0]          c_valid_next;
+reg [NST*5-1:0]        c_op_next;
+reg [NST-1:0]          c_flag_next;
+reg [NST*24-1:0]       c_index_next;
+reg [NST*12-1:0]       c_entry_next;
+reg [NST*32-1:0]       c_prio_next;
+reg [NST*KEY_W-1:0]    c_key_next;
+reg [NST*KEY_W-1:0]    c_mask_next;
+reg [NST*VALUE_W-1:0]  c_value_next;
+reg [NST*TAG_W-1:0]    c_tag_next;
+
+always @* begin
+    c_valid_next = {c_valid[NST-2:0], c_accept};
+    c_op_next = {c_op[(NST-1)*5-1:0], c_op[0 +: 5]};
+    c_flag_next = {c_flag[NST-2:0], c_flag[0]};
+    c_index_next = {c_index[(NST-1)*24-1:0], c_index[0 +: 24]};
+    c_entry_next = {c_entry[(NST-1)*12-1:0], c_entry[0 +: 12]};
+    c_prio_next = {c_prio[(NST-1)*32-1:0], c_prio[0 +: 32]};
+    c_key_next = {c_key[(NST-1)*KEY_W-1:0], c_key[0 +: KEY_W]};
+    c_mask_next = {c_mask[(NST-1)*KEY_W-1:0], c_mask[0 +: KEY_W]};
+    c_value_next = {c_value[(NST-1)*VALUE_W-1:0], c_value[0 +: VALUE_W]};
+    c_tag_next = {c_tag[(NST-1)*TAG_W-1:0], c_tag[0 +: TAG_W]};
+
+    if (c_accept) begin
+        c_op_next[0 +: 5] = s_axis_ctl_req_tdata[RQ_OP +: 5];
+        c_flag_next[0] = s_axis_ctl_req_tdata[RQ_FLAG];
+        c_index_next[0 +: 24] = s_axis_ctl_req_tdata[RQ_INDEX +: 24];
+        c_entry_next[0 +: 12] = s_axis_ctl_req_tdata[RQ_ENTRY +: 12];
+        c_prio_next[0 +: 32] = s_axis_ctl_req_tdata[RQ_PRIO +: 32];
+        c_key_next[0 +: KEY_W] = s_axis_ctl_req_tdata[RQ_KEY +: KEY_W];
+        c_mask_next[0 +: KEY_W] = s_axis_ctl_req_tdata[RQ_MASK +: KEY_W];
+        c_value_next[0 +: VALUE_W] = s_axis_ctl_req_tdata[RQ_VALUE +: VALUE_W];
+        c_tag_next[0 +: TAG_W] = s_axis_ctl_req_tuser;
+    end
+
+    if (c_op[(V_ST+1)*5 +: 5] == OP_READ_RULE) begin
+        c_flag_next[V_ST+2] = rule_written_q && rule_q[RULE_W-1];
+        c_key_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W+KEY_W +: KEY_W] : {KEY_W{1'b0}};
+        c_mask_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W +: KEY_W] : {KEY_W{1'b0}};
+        c_prio_next[(V_ST+2)*32 +: 32] = rule_written_q ? {{(32-PRIO_W){1'b0}}, rule_q[VALUE_W +: PRIO_W]} : 32'd0;
+        c_value_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_written_q ? rule_q[0 +: VALUE_W] : {VALUE_W{1'b0}};
     end
 end
 
@@ -1123,6 +1348,8 @@ end
  */
 reg [CNT_W-1:0] pend_next;
 reg busy_next;
+
+wire [CCNT_W-1:0] c_pend_next = c_pend_reg + {{(CCNT_W-1){1'b0}}, c_accept} - {{(CCNT_W-1){1'b0}}, c_rsp_take};
 
 always @* begin
     pend_next = pend_reg + {{(CNT_W-1){1'b0}}, accept} - {{(CNT_W-1){1'b0}}, rsp_take};
@@ -1142,6 +1369,8 @@ always @(posedge clk) begin
     pend_reg <= pend_next;
     busy_reg <= busy_next;
     ready_reg <= !busy_next && pend_next < RSP_FIFO_DEPTH;
+    c_pend_reg <= c_pend_next;
+    c_ready_reg <= c_pend_next < CTL_FIFO_DEPTH;
 
     // clear sweep
     if (sweep_reg) begin
@@ -1163,10 +1392,7 @@ always @(posedge clk) begin
     p_index <= p_index_next;
     p_bank2 <= p_bank2_next;
     p_index2 <= p_index2_next;
-    p_entry <= p_entry_next;
-    p_prio <= p_prio_next;
     p_key <= p_key_next;
-    p_mask <= p_mask_next;
     p_value <= p_value_next;
     p_tag <= p_tag_next;
     p_addr <= p_addr_next;
@@ -1174,6 +1400,16 @@ always @(posedge clk) begin
     p_ridx <= p_ridx_next;
     p_rprio <= p_rprio_next;
     p_rvalue <= p_rvalue_next;
+    c_valid <= c_valid_next;
+    c_op <= c_op_next;
+    c_flag <= c_flag_next;
+    c_index <= c_index_next;
+    c_entry <= c_entry_next;
+    c_prio <= c_prio_next;
+    c_key <= c_key_next;
+    c_mask <= c_mask_next;
+    c_value <= c_value_next;
+    c_tag <= c_tag_next;
 
     // forwarding window / RAM write port: shift in the writes of this cycle's execute
     // (cleared by CLEAR_TABLE: the sweep follows, older writes must not be forwarded past it)
@@ -1194,10 +1430,11 @@ always @(posedge clk) begin
         end
     end
 
-    // counters
+    // counters (cmd_errors may count one refusal of each lane)
     for (sc = 0; sc < NCNT; sc = sc + 1) begin
-        if (cnt_inc[sc]) begin
-            counters[sc*64 +: 64] <= counters[sc*64 +: 64] + 64'd1;
+        if (cnt_inc[sc] || (sc == C_CMD_ERRORS && c_cmd_error)) begin
+            counters[sc*64 +: 64] <= counters[sc*64 +: 64] + {63'd0, cnt_inc[sc]} +
+                                     {63'd0, sc == C_CMD_ERRORS && c_cmd_error};
         end
         if (do_clear_counters && sc != C_OCCUPANCY) begin
             counters[sc*64 +: 64] <= 64'd0;
@@ -1207,17 +1444,25 @@ always @(posedge clk) begin
         counters[C_OCCUPANCY*64 +: 64] <= occ_next;
     end
 
-    // rule hit counters: read at E-1, forwarded at E, written at E+1
-    rh_fresh_q <= rh_fresh[x_rh_addr] && !do_clear_counters;
+    // rule hit counters: read at E-1, forwarded at E, written at E+1;
+    // CLEAR_COUNTERS (all) and WRITE_RULE (its entry) at control stage E
+    // clear the fresh bits and drop the window's writes they cover
+    rh_fresh_q <= rh_fresh[x_rh_addr] && !do_clear_counters &&
+                  !(c_rh_zero && x_rh_addr == ce_entry[RIDX_W-1:0]);
     rh_addr_q <= x_rh_addr;
-    rhw_en <= do_clear_counters ? 2'b00 : {rhw_en[0], rh_we};
+    c_rh_fresh_q <= rh_fresh[cx_rh_addr] && !do_clear_counters &&
+                    !(c_rh_zero && cx_rh_addr == ce_entry[RIDX_W-1:0]);
+    c_rh_addr_q <= cx_rh_addr;
+    rhw_en[1] <= rhw_en[0] && !do_clear_counters &&
+                 !(c_rh_zero && rhw_addr[0 +: RIDX_W] == ce_entry[RIDX_W-1:0]);
+    rhw_en[0] <= rh_we_eff && !do_clear_counters;
     rhw_addr <= {rhw_addr[0 +: RIDX_W], rh_waddr};
     rhw_data <= {rhw_data[0 +: 64], rh_wdata};
     for (si = 0; si < RULES_P; si = si + 1) begin
-        if (rh_we && rh_waddr == si[RIDX_W-1:0]) begin
+        if (rh_we_eff && rh_waddr == si[RIDX_W-1:0]) begin
             rh_fresh[si] <= 1'b1;
         end
-        if (do_clear_counters || RULES == 0) begin
+        if (do_clear_counters || RULES == 0 || (c_rh_zero && ce_entry[RIDX_W-1:0] == si[RIDX_W-1:0])) begin
             rh_fresh[si] <= 1'b0;
         end
     end
@@ -1230,6 +1475,13 @@ always @(posedge clk) begin
         fifo_rd_ptr <= ptr_inc(fifo_rd_ptr);
     end
     fifo_count <= fifo_count + {{(CNT_W-1){1'b0}}, e_valid} - {{(CNT_W-1){1'b0}}, rsp_take};
+    if (ce_valid) begin
+        cfifo_wr_ptr <= cptr_inc(cfifo_wr_ptr);
+    end
+    if (c_rsp_take) begin
+        cfifo_rd_ptr <= cptr_inc(cfifo_rd_ptr);
+    end
+    cfifo_count <= cfifo_count + {{(CCNT_W-1){1'b0}}, ce_valid} - {{(CCNT_W-1){1'b0}}, c_rsp_take};
 
     if (rst) begin
         pend_reg <= {CNT_W{1'b0}};
@@ -1238,6 +1490,12 @@ always @(posedge clk) begin
         sweep_reg <= 1'b1;
         sweep_row_reg <= {ROW_BITS{1'b0}};
         p_valid <= {NST{1'b0}};
+        c_pend_reg <= {CCNT_W{1'b0}};
+        c_ready_reg <= 1'b0;
+        c_valid <= {NST{1'b0}};
+        cfifo_wr_ptr <= {CFIFO_AW{1'b0}};
+        cfifo_rd_ptr <= {CFIFO_AW{1'b0}};
+        cfifo_count <= {CCNT_W{1'b0}};
         win_we <= {WIN*WAYS{1'b0}};
         st_valid <= {STASH_N{1'b0}};
         counters <= {NCNT*64{1'b0}};
