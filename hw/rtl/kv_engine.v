@@ -13,21 +13,34 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
 /*
  * Lookup engine
  *
- * One request per clock on s_axis_req_*, one response per request on
- * m_axis_rsp_*, in request order, with a fixed latency of LATENCY clock
- * cycles when the response stream is not back-pressured: a request accepted
- * at rising edge n has its response valid on m_axis_rsp_* at edge n+LATENCY
- * (a handshake there if tready is high).
- * s_axis_req_tuser (TAG_W bits) comes back on m_axis_rsp_tuser.
+ * Two request ports, each one request per clock with its own response
+ * stream: the request port (s_axis_req_* -> m_axis_rsp_*: GET, LOOKUP, SET,
+ * DEL, READ_SLOT, WRITE_SLOT, MOVE, CLEAR_TABLE) and the control port
+ * (s_axis_ctl_req_* -> m_axis_ctl_rsp_*: the opcodes of KV_OP_CTL_MASK,
+ * WRITE_RULE, READ_RULE, CLEAR_COUNTERS, READ_COUNTER, READ_RULE_HITS).  An
+ * opcode sent to the other port is refused (status 15, counts cmd_errors).
+ * Each port answers in its own request order with a fixed latency of
+ * LATENCY clock cycles when its response stream is not back-pressured: a
+ * request accepted at rising edge n has its response valid at edge
+ * n+LATENCY (a handshake there if tready is high).  tuser (TAG_W bits) comes
+ * back with the response.
  *
- * Admission is credit based: a request is accepted only while the number of
- * requests accepted and not yet answered is below RSP_FIFO_DEPTH, so the
- * pipeline never stalls and the response FIFO never overflows.  tready is
- * also low while the table is being cleared (CLEAR_TABLE and after reset: a
- * sweep of ROWS cycles writing every row of every way invalid), and, when the
- * request offered is a WRITE_RULE, while the rule matcher has no free shadow
- * slot (more than RULE_SLOTS rule writes within about RULE_SLOTS * 34 cycles,
- * kv_rule_match); no other request ever waits for the rules.
+ * Order (engine.md §5.7): the requests of both ports take effect as one
+ * sequence, by acceptance cycle, and within a cycle the request port's
+ * first.  A WRITE_RULE accepted in cycle t is seen by every LOOKUP accepted
+ * after t and by none accepted up to t; a READ_COUNTER or READ_RULE_HITS
+ * accepted in t counts the LOOKUPs accepted up to and including t.
+ *
+ * Admission is credit based, per port: a request is accepted only while the
+ * number of that port's requests accepted and not yet answered is below its
+ * FIFO depth (RSP_FIFO_DEPTH, CTL_FIFO_DEPTH), so the pipeline never stalls
+ * and the response FIFOs never overflow.  The request port's tready is also
+ * low while the table is being cleared (CLEAR_TABLE and after reset: a sweep
+ * of ROWS cycles writing every row of every way invalid); the control port's
+ * is low, when the request offered is a WRITE_RULE, while the rule matcher
+ * has no free shadow slot (more than RULE_SLOTS rule writes within about
+ * RULE_SLOTS * 34 cycles, kv_rule_match).  Neither port ever waits for the
+ * other: the request port never waits for the rules.
  *
  * Stream layouts, opcodes, status codes and counter ids come from the
  * generated kv_regs.vh (hw/regmap); the initial block checks the widths.
@@ -49,22 +62,30 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *   entry, prio, key = match, mask, value.  READ_COUNTER / READ_RULE_HITS:
  *   data64.  Other operations echo nothing.
  *
- * Pipeline (stage s = cycles after the request was registered in stage 0):
+ * Pipeline (stage s = cycles after the request was registered in stage 0;
+ * the control port's requests run through the same stages in a lane of
+ * their own, c_*, beside the request lane, p_*):
  *   0                 request register; key into the rule matcher
  *                     (kv_rule_match, hit vector at stage 2), which is also
- *                     where WRITE_RULE takes effect for the next request
+ *                     where the control lane's WRITE_RULE takes effect (after
+ *                     the key of the same cycle)
  *   0 .. H            kv_h3_hash, rows at stage H = HASH_STAGES
  *   H+1               per-way address: the key's row, or the control address
  *   A = E-RAM_LAT     bank RAM read (one kv_bank_ram per way)
  *   2 .. V            priority tree (kv_prio_tree), V = 2 + tree latency;
- *                     the rule RAM (valid, match, mask, prio, value: what
- *                     READ_RULE returns) is read (winner or READ_RULE entry)
- *                     and written (WRITE_RULE) at V
- *   E-1               rule hit counter RAM read (the LOOKUP's winner, or
- *                     the entry of READ_RULE_HITS / WRITE_RULE)
+ *                     the rule value RAM is read at V (the winner) and
+ *                     written at V+1 by the control lane (a write meeting a
+ *                     read of its entry is forwarded); the control lane's
+ *                     rule RAM (valid, match, mask, prio, value: what
+ *                     READ_RULE returns) is read and written at V
+ *   E-1               rule hit counter RAM read (one copy per lane: the
+ *                     LOOKUP's winner; the control request's entry)
  *   E                 execute: forwarding, compare ways and stash, decide,
  *                     counters, stash update, rule hit counter forwarding,
- *                     response
+ *                     response; then the control lane's execute, which sees
+ *                     this cycle's request-lane updates (counters, rule hit
+ *                     counts) and clears (CLEAR_COUNTERS) or zeroes
+ *                     (WRITE_RULE) after them
  *   E+1               way and rule hit counter writes presented to the RAMs;
  *                     response in FIFO
  *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2.
@@ -75,11 +96,12 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * word) in a forwarding window; at execute each way takes the newest window
  * write to its row, else the RAM output.  The rule hit counters (a RAM, read
  * at E-1) have a two-deep window of the same kind, and a per-entry "fresh"
- * bit that CLEAR_COUNTERS clears (an entry not fresh reads 0).  The stash and
- * the counters are registers updated at execute; the rule matcher is updated
- * at stage 0 and the rule RAM at stage V, where it is also read, so every
- * request sees exactly the state left by the requests ahead of it
- * (engine.md §5).  Nothing ever stalls the pipeline.
+ * bit that CLEAR_COUNTERS (every entry) and WRITE_RULE (its entry) clear
+ * (an entry not fresh reads 0; the window's writes it covers are dropped).
+ * The stash and the counters are registers updated at execute; the rule
+ * matcher is updated at stage 0 and the rule RAMs at V / V+1 as above, so
+ * every request sees exactly the state left by the requests ahead of it in
+ * the order above (engine.md §5, §5.7).  Nothing ever stalls the pipeline.
  */
 module kv_engine #
 (
