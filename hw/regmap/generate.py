@@ -282,6 +282,7 @@ def gen_python(src) -> str:
         a(f"OP_{op['name']} = {op['code']}")
     a("OPCODES = {" + ", ".join(f'"{op["name"]}": {op["code"]}' for op in src["opcodes"]) + "}")
     a("# opcodes served by the engine's control port (docs/engine.md §5.7); all others: request port")
+    a(f"OP_CTL_MASK = 0x{control_mask(src):08X}  # bit c set: opcode c (the Verilog KV_OP_CTL_MASK)")
     a("CONTROL_OPS = frozenset({" + ", ".join(str(o["code"]) for o in src["opcodes"]
                                                 if o.get("port") == "control") + "})")
     a("")
