@@ -290,7 +290,10 @@ localparam CNT_W = $clog2(RSP_FIFO_DEPTH + 1);
 localparam FIFO_AW = (RSP_FIFO_DEPTH > 1) ? $clog2(RSP_FIFO_DEPTH) : 1;
 localparam CCNT_W = $clog2(CTL_FIFO_DEPTH + 1);
 localparam CFIFO_AW = (CTL_FIFO_DEPTH > 1) ? $clog2(CTL_FIFO_DEPTH) : 1;
-localparam FIFO_W = RSP_W + TAG_W;
+// the request lane's responses never carry data64 or mask (control-port
+// fields): its FIFO stores {tag, value, key, the fields below data64}
+localparam FIFO_W = RS_DATA64 + KEY_W + VALUE_W + TAG_W;
+localparam CFIFO_W = RSP_W + TAG_W;
 
 // sized constants for address checks
 localparam [24:0] ROWS_C = ROWS;
@@ -369,6 +372,8 @@ initial begin
             KV_REQ_BANK2_W != 4 || KV_REQ_INDEX2_W != 24 || KV_REQ_ENTRY_W != 12 || KV_REQ_PRIO_W != 32 ||
             KV_RSP_OP_W != 5 || KV_RSP_STATUS_W != 4 || KV_RSP_FLAG_W != 1 || KV_RSP_ENTRY_W != 12 ||
             KV_RSP_PRIO_W != 32 || KV_RSP_DATA64_W != 64 || NCNT != 11 ||
+            KV_RSP_KEY_LSB != KV_RSP_DATA64_LSB + 64 || KV_RSP_MASK_LSB != KV_RSP_KEY_LSB + KEY_W ||
+            KV_RSP_VALUE_LSB != KV_RSP_MASK_LSB + KEY_W || KV_RSP_VALUE_LSB + VALUE_W != RSP_W ||
             NUM_COUNTERS != NCNT) begin
         $error("Error: REQ_W/RSP_W overridden, or kv_regs.vh does not match this engine (instance %m)");
         $finish;
@@ -740,9 +745,7 @@ reg [3:0]         r_status;
 reg               r_flag;
 reg [11:0]        r_entry;
 reg [31:0]        r_prio;
-reg [63:0]        r_data64;
 reg [KEY_W-1:0]   r_key;
-reg [KEY_W-1:0]   r_mask;
 reg [VALUE_W-1:0] r_value;
 
 // work variables of the execute logic
@@ -876,9 +879,7 @@ always @* begin
     r_flag = 1'b0;
     r_entry = 12'd0;
     r_prio = 32'd0;
-    r_data64 = 64'd0;
     r_key = {KEY_W{1'b0}};
-    r_mask = {KEY_W{1'b0}};
     r_value = {VALUE_W{1'b0}};
 
     case (e_op)
@@ -1158,29 +1159,26 @@ reg [FIFO_AW-1:0] fifo_wr_ptr;
 reg [FIFO_AW-1:0] fifo_rd_ptr;
 reg [CNT_W-1:0]   fifo_count;
 
-reg [RSP_W-1:0] rsp_word;
+reg [RS_DATA64-1:0] rsp_low;   // the response fields below data64
 
 always @* begin
-    rsp_word = {RSP_W{1'b0}};
-    rsp_word[RS_OP +: 5] = e_op;
-    rsp_word[RS_STATUS +: 4] = r_status;
-    rsp_word[RS_FLAG] = r_flag;
-    rsp_word[RS_ENTRY +: 12] = r_entry;
-    rsp_word[RS_PRIO +: 32] = r_prio;
-    rsp_word[RS_DATA64 +: 64] = r_data64;
-    rsp_word[RS_KEY +: KEY_W] = r_key;
-    rsp_word[RS_MASK +: KEY_W] = r_mask;
-    rsp_word[RS_VALUE +: VALUE_W] = r_value;
+    rsp_low = {RS_DATA64{1'b0}};
+    rsp_low[RS_OP +: 5] = e_op;
+    rsp_low[RS_STATUS +: 4] = r_status;
+    rsp_low[RS_FLAG] = r_flag;
+    rsp_low[RS_ENTRY +: 12] = r_entry;
+    rsp_low[RS_PRIO +: 32] = r_prio;
 end
 wire [FIFO_W-1:0] fifo_out = fifo_mem[fifo_rd_ptr];
 
 assign m_axis_rsp_tvalid = fifo_count != 0;
-assign m_axis_rsp_tdata = fifo_out[RSP_W-1:0];
-assign m_axis_rsp_tuser = fifo_out[RSP_W +: TAG_W];
+assign m_axis_rsp_tdata = {fifo_out[RS_DATA64+KEY_W +: VALUE_W], {KEY_W{1'b0}},
+                          fifo_out[RS_DATA64 +: KEY_W], 64'd0, fifo_out[0 +: RS_DATA64]};
+assign m_axis_rsp_tuser = fifo_out[FIFO_W-TAG_W +: TAG_W];
 
 always @(posedge clk) begin
     if (e_valid) begin
-        fifo_mem[fifo_wr_ptr] <= {e_tag, rsp_word};
+        fifo_mem[fifo_wr_ptr] <= {e_tag, r_value, r_key, rsp_low};
     end
 end
 
@@ -1197,15 +1195,16 @@ endfunction
 /*
  * Control response FIFO
  */
-reg [FIFO_W-1:0]   cfifo_mem [0:CTL_FIFO_DEPTH-1];
+reg [CFIFO_W-1:0]  cfifo_mem [0:CTL_FIFO_DEPTH-1];
 reg [CFIFO_AW-1:0] cfifo_wr_ptr;
 reg [CFIFO_AW-1:0] cfifo_rd_ptr;
 reg [CCNT_W-1:0]   cfifo_count;
 
 reg [RSP_W-1:0] c_rsp_word;
 
-// READ_RULE returns the entry read back (flag/key/mask/prio/value of the
-// lane from V+2), READ_RULE_HITS its entry; nothing else echoes a field
+// READ_RULE returns the entry read back (flag/key/mask/value of the lane
+// are zero from V+2 for every other request), READ_RULE_HITS its entry;
+// nothing else echoes a field
 always @* begin
     c_rsp_word = {RSP_W{1'b0}};
     c_rsp_word[RS_OP +: 5] = ce_op;
@@ -1215,14 +1214,14 @@ always @* begin
         c_rsp_word[RS_ENTRY +: 12] = ce_entry;
     end
     if (c_status != ST_REFUSED && ce_op == OP_READ_RULE) begin
-        c_rsp_word[RS_FLAG] = c_flag[E_ST];
         c_rsp_word[RS_PRIO +: 32] = c_prio[E_ST*32 +: 32];
-        c_rsp_word[RS_KEY +: KEY_W] = c_key[E_ST*KEY_W +: KEY_W];
-        c_rsp_word[RS_MASK +: KEY_W] = c_mask[E_ST*KEY_W +: KEY_W];
-        c_rsp_word[RS_VALUE +: VALUE_W] = c_value[E_ST*VALUE_W +: VALUE_W];
     end
+    c_rsp_word[RS_FLAG] = c_flag[E_ST];
+    c_rsp_word[RS_KEY +: KEY_W] = c_key[E_ST*KEY_W +: KEY_W];
+    c_rsp_word[RS_MASK +: KEY_W] = c_mask[E_ST*KEY_W +: KEY_W];
+    c_rsp_word[RS_VALUE +: VALUE_W] = c_value[E_ST*VALUE_W +: VALUE_W];
 end
-wire [FIFO_W-1:0] cfifo_out = cfifo_mem[cfifo_rd_ptr];
+wire [CFIFO_W-1:0] cfifo_out = cfifo_mem[cfifo_rd_ptr];
 
 assign m_axis_ctl_rsp_tvalid = cfifo_count != 0;
 assign m_axis_ctl_rsp_tdata = cfifo_out[RSP_W-1:0];
@@ -1321,6 +1320,8 @@ end
 
 // control lane: the same shift; stage 0 takes the accepted control request;
 // V+1 -> V+2: a READ_RULE takes the entry read back (zero if never written)
+wire c_rr = c_op[(V_ST+1)*5 +: 5] == OP_READ_RULE && {1'b0, c_entry[(V_ST+1)*12 +: 12]} < RULES_C;
+wire c_rr_written = c_rr && rule_written_q;
 reg [NST-1:0]          c_valid_next;
 reg [NST*5-1:0]        c_op_next;
 reg [NST-1:0]          c_flag_next;
@@ -1356,12 +1357,15 @@ always @* begin
         c_tag_next[0 +: TAG_W] = s_axis_ctl_req_tuser;
     end
 
-    if (c_op[(V_ST+1)*5 +: 5] == OP_READ_RULE) begin
-        c_flag_next[V_ST+2] = rule_written_q && rule_q[RULE_W-1];
-        c_key_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W+KEY_W +: KEY_W] : {KEY_W{1'b0}};
-        c_mask_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W +: KEY_W] : {KEY_W{1'b0}};
+    // from V+2 on flag/key/mask/value are what the response returns: the entry
+    // of a READ_RULE (zero if never written), zero for every other request
+    // (nothing after V needs them); prio keeps a WRITE_RULE's for its check
+    c_flag_next[V_ST+2] = c_rr_written && rule_q[RULE_W-1];
+    c_key_next[(V_ST+2)*KEY_W +: KEY_W] = c_rr_written ? rule_q[VALUE_W+PRIO_W+KEY_W +: KEY_W] : {KEY_W{1'b0}};
+    c_mask_next[(V_ST+2)*KEY_W +: KEY_W] = c_rr_written ? rule_q[VALUE_W+PRIO_W +: KEY_W] : {KEY_W{1'b0}};
+    c_value_next[(V_ST+2)*VALUE_W +: VALUE_W] = c_rr_written ? rule_q[0 +: VALUE_W] : {VALUE_W{1'b0}};
+    if (c_rr) begin
         c_prio_next[(V_ST+2)*32 +: 32] = rule_written_q ? {{(32-PRIO_W){1'b0}}, rule_q[VALUE_W +: PRIO_W]} : 32'd0;
-        c_value_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_written_q ? rule_q[0 +: VALUE_W] : {VALUE_W{1'b0}};
     end
 end
 
