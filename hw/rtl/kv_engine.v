@@ -281,6 +281,8 @@ localparam RULE_W = 1 + 2*KEY_W + PRIO_W + VALUE_W; // rule RAM word: {valid, ma
 localparam E_ST = max2(H_ST + 1 + RAM_LAT, V_ST + 2);  // execute
 localparam A_ST = E_ST - RAM_LAT;                   // bank RAM read address
 localparam NST = E_ST + 1;                          // stages 0 .. E
+localparam CE_ST = E_ST + 1;                        // control lane execute
+localparam CNST = CE_ST + 1;                        // control lane stages 0 .. E+1
 localparam WIN = RAM_LAT + 1;                       // forwarding window (writes)
 /* verilator lint_off UNUSEDPARAM */
 // response latency in cycles, documented in the header (and checked by the testbench)
@@ -432,16 +434,16 @@ reg [NST*VALUE_W-1:0]  p_rvalue;
 // control lane: the same stages, one control request per stage (op,
 // flag, index, entry, prio, key, mask, value, tag); from V+2 a READ_RULE
 // carries the entry read back in flag/key/mask/prio/value
-reg [NST-1:0]          c_valid;
-reg [NST*5-1:0]        c_op;
-reg [NST-1:0]          c_flag;
-reg [NST*24-1:0]       c_index;
-reg [NST*12-1:0]       c_entry;
-reg [NST*32-1:0]       c_prio;
-reg [NST*KEY_W-1:0]    c_key;
-reg [NST*KEY_W-1:0]    c_mask;
-reg [NST*VALUE_W-1:0]  c_value;
-reg [NST*TAG_W-1:0]    c_tag;
+reg [CNST-1:0]         c_valid;
+reg [CNST*5-1:0]       c_op;
+reg [CNST-1:0]         c_flag;
+reg [CNST*24-1:0]      c_index;
+reg [CNST*12-1:0]      c_entry;
+reg [CNST*32-1:0]      c_prio;
+reg [CNST*KEY_W-1:0]   c_key;
+reg [CNST*KEY_W-1:0]   c_mask;
+reg [CNST*VALUE_W-1:0] c_value;
+reg [CNST*TAG_W-1:0]   c_tag;
 
 // stage-0 views
 wire              s0_valid = p_valid[0];
@@ -511,7 +513,7 @@ reg  [VALUE_W-1:0]   rval_fwd_data_q;
 // entry), written at E+1 from the write window
 localparam X_ST = E_ST - 1;
 wire [RIDX_W-1:0]    x_rh_addr = p_ridx[X_ST*RIDX_W +: RIDX_W];
-wire [RIDX_W-1:0]    cx_rh_addr = c_entry[X_ST*12 +: RIDX_W];
+wire [RIDX_W-1:0]    cx_rh_addr = c_entry[E_ST*12 +: RIDX_W];
 reg  [RULES_P-1:0]   rh_fresh;         // rule_hit[e] is in the RAM (else 0: cleared since)
 reg                  rh_fresh_q;       // fresh bit of the entry read, stage E
 reg  [RIDX_W-1:0]    rh_addr_q;        // entry read, stage E
@@ -874,6 +876,11 @@ always @* begin
     if (rhw_en[0] && rhw_addr[0 +: RIDX_W] == rh_addr_q) begin
         rh_base = rhw_data[0 +: 64];
     end
+    // cleared (CLEAR_COUNTERS) or zeroed (WRITE_RULE) by the control lane in
+    // this cycle: that control request comes first
+    if (do_clear_counters || (c_rh_zero && ce_entry[RIDX_W-1:0] == rh_addr_q)) begin
+        rh_base = 64'd0;
+    end
 
     r_status = ST_OK;
     r_flag = 1'b0;
@@ -1054,24 +1061,27 @@ always @* begin
 end
 
 /*
- * Control lane execute (stage E), after the request lane's execute of the
- * same cycle: it sees the counters and rule hit counts with that request's
- * updates applied (engine.md §5.7)
+ * Control lane execute (stage E+1 of the control lane).  A control request
+ * accepted in cycle t executes in the cycle in which the request lane
+ * executes the request accepted in t+1, and goes first: it reads the
+ * counters and rule hit counts left by the requests accepted up to t (all
+ * in registers and the forwarding window, no path from the request lane's
+ * execute), and the request lane's execute of the same cycle applies its
+ * updates after this one's clears (engine.md §5.7).
  */
-wire              ce_valid = c_valid[E_ST];
-wire [4:0]        ce_op = c_op[E_ST*5 +: 5];
-wire [11:0]       ce_entry = c_entry[E_ST*12 +: 12];
-wire [23:0]       ce_index = c_index[E_ST*24 +: 24];
-wire [TAG_W-1:0]  ce_tag = c_tag[E_ST*TAG_W +: TAG_W];
+wire              ce_valid = c_valid[CE_ST];
+wire [4:0]        ce_op = c_op[CE_ST*5 +: 5];
+wire [11:0]       ce_entry = c_entry[CE_ST*12 +: 12];
+wire [23:0]       ce_index = c_index[CE_ST*24 +: 24];
+wire [TAG_W-1:0]  ce_tag = c_tag[CE_ST*TAG_W +: TAG_W];
 
 reg               do_clear_counters;
 reg               c_rh_zero;      // rule_hit[ce_entry] <= 0 (WRITE_RULE)
 reg               c_cmd_error;    // refused: cmd_errors += 1
-reg  [63:0]       c_rh_base;      // rule_hit[] of the entry read at E-1, forwarded
-reg               rh_we_eff;      // the request lane's rule hit write, unless zeroed now
+reg  [63:0]       c_rh_base;      // rule_hit[] of the entry read at control stage E, forwarded
 reg  [3:0]        c_status;
 reg  [63:0]       c_data64;
-reg  [63:0]       cnt_now;        // counter ce_index after the request lane's update
+reg  [63:0]       cnt_now;        // counter ce_index
 
 integer cc;
 
@@ -1081,8 +1091,8 @@ always @* begin
     c_status = ST_OK;
     c_data64 = 64'd0;
 
-    // rule hit count of the entry read at E-1: window, then this cycle's
-    // request-lane write (it comes first), else the RAM word if fresh, else 0
+    // rule hit count of the entry read one stage earlier: the newest window
+    // write, else the RAM word if fresh, else 0 (as the request lane's)
     c_rh_base = c_rh_fresh_q ? c_rh_q : 64'd0;
     if (rhw_en[1] && rhw_addr[RIDX_W +: RIDX_W] == c_rh_addr_q) begin
         c_rh_base = rhw_data[64 +: 64];
@@ -1090,24 +1100,18 @@ always @* begin
     if (rhw_en[0] && rhw_addr[0 +: RIDX_W] == c_rh_addr_q) begin
         c_rh_base = rhw_data[0 +: 64];
     end
-    if (rh_we && rh_waddr == c_rh_addr_q) begin
-        c_rh_base = rh_wdata;
-    end
 
     cnt_now = 64'd0;
     for (cc = 0; cc < NCNT; cc = cc + 1) begin
         if (ce_index == cc[23:0]) begin
-            cnt_now = counters[cc*64 +: 64] + {63'd0, cnt_inc[cc]};
-            if (cc == C_OCCUPANCY) begin
-                cnt_now = occ_set ? occ_next : occ;
-            end
+            cnt_now = counters[cc*64 +: 64];
         end
     end
 
     case (ce_op)
         OP_WRITE_RULE: begin
             // matcher written at stage 0, rule RAM at V, value RAM at V+1
-            if (rule_write_ok(ce_entry, c_prio[E_ST*32 +: 32])) begin
+            if (rule_write_ok(ce_entry, c_prio[CE_ST*32 +: 32])) begin
                 c_rh_zero = 1'b1;
             end else begin
                 c_status = ST_REFUSED;
@@ -1147,8 +1151,6 @@ always @* begin
         c_rh_zero = 1'b0;
         c_cmd_error = 1'b0;
     end
-
-    rh_we_eff = rh_we && !(c_rh_zero && rh_waddr == ce_entry[RIDX_W-1:0]);
 end
 
 /*
@@ -1214,12 +1216,12 @@ always @* begin
         c_rsp_word[RS_ENTRY +: 12] = ce_entry;
     end
     if (c_status != ST_REFUSED && ce_op == OP_READ_RULE) begin
-        c_rsp_word[RS_PRIO +: 32] = c_prio[E_ST*32 +: 32];
+        c_rsp_word[RS_PRIO +: 32] = c_prio[CE_ST*32 +: 32];
     end
-    c_rsp_word[RS_FLAG] = c_flag[E_ST];
-    c_rsp_word[RS_KEY +: KEY_W] = c_key[E_ST*KEY_W +: KEY_W];
-    c_rsp_word[RS_MASK +: KEY_W] = c_mask[E_ST*KEY_W +: KEY_W];
-    c_rsp_word[RS_VALUE +: VALUE_W] = c_value[E_ST*VALUE_W +: VALUE_W];
+    c_rsp_word[RS_FLAG] = c_flag[CE_ST];
+    c_rsp_word[RS_KEY +: KEY_W] = c_key[CE_ST*KEY_W +: KEY_W];
+    c_rsp_word[RS_MASK +: KEY_W] = c_mask[CE_ST*KEY_W +: KEY_W];
+    c_rsp_word[RS_VALUE +: VALUE_W] = c_value[CE_ST*VALUE_W +: VALUE_W];
 end
 wire [CFIFO_W-1:0] cfifo_out = cfifo_mem[cfifo_rd_ptr];
 
@@ -1322,28 +1324,28 @@ end
 // V+1 -> V+2: a READ_RULE takes the entry read back (zero if never written)
 wire c_rr = c_op[(V_ST+1)*5 +: 5] == OP_READ_RULE && {1'b0, c_entry[(V_ST+1)*12 +: 12]} < RULES_C;
 wire c_rr_written = c_rr && rule_written_q;
-reg [NST-1:0]          c_valid_next;
-reg [NST*5-1:0]        c_op_next;
-reg [NST-1:0]          c_flag_next;
-reg [NST*24-1:0]       c_index_next;
-reg [NST*12-1:0]       c_entry_next;
-reg [NST*32-1:0]       c_prio_next;
-reg [NST*KEY_W-1:0]    c_key_next;
-reg [NST*KEY_W-1:0]    c_mask_next;
-reg [NST*VALUE_W-1:0]  c_value_next;
-reg [NST*TAG_W-1:0]    c_tag_next;
+reg [CNST-1:0]         c_valid_next;
+reg [CNST*5-1:0]       c_op_next;
+reg [CNST-1:0]         c_flag_next;
+reg [CNST*24-1:0]      c_index_next;
+reg [CNST*12-1:0]      c_entry_next;
+reg [CNST*32-1:0]      c_prio_next;
+reg [CNST*KEY_W-1:0]   c_key_next;
+reg [CNST*KEY_W-1:0]   c_mask_next;
+reg [CNST*VALUE_W-1:0] c_value_next;
+reg [CNST*TAG_W-1:0]   c_tag_next;
 
 always @* begin
-    c_valid_next = {c_valid[NST-2:0], c_accept};
-    c_op_next = {c_op[(NST-1)*5-1:0], c_op[0 +: 5]};
-    c_flag_next = {c_flag[NST-2:0], c_flag[0]};
-    c_index_next = {c_index[(NST-1)*24-1:0], c_index[0 +: 24]};
-    c_entry_next = {c_entry[(NST-1)*12-1:0], c_entry[0 +: 12]};
-    c_prio_next = {c_prio[(NST-1)*32-1:0], c_prio[0 +: 32]};
-    c_key_next = {c_key[(NST-1)*KEY_W-1:0], c_key[0 +: KEY_W]};
-    c_mask_next = {c_mask[(NST-1)*KEY_W-1:0], c_mask[0 +: KEY_W]};
-    c_value_next = {c_value[(NST-1)*VALUE_W-1:0], c_value[0 +: VALUE_W]};
-    c_tag_next = {c_tag[(NST-1)*TAG_W-1:0], c_tag[0 +: TAG_W]};
+    c_valid_next = {c_valid[CNST-2:0], c_accept};
+    c_op_next = {c_op[(CNST-1)*5-1:0], c_op[0 +: 5]};
+    c_flag_next = {c_flag[CNST-2:0], c_flag[0]};
+    c_index_next = {c_index[(CNST-1)*24-1:0], c_index[0 +: 24]};
+    c_entry_next = {c_entry[(CNST-1)*12-1:0], c_entry[0 +: 12]};
+    c_prio_next = {c_prio[(CNST-1)*32-1:0], c_prio[0 +: 32]};
+    c_key_next = {c_key[(CNST-1)*KEY_W-1:0], c_key[0 +: KEY_W]};
+    c_mask_next = {c_mask[(CNST-1)*KEY_W-1:0], c_mask[0 +: KEY_W]};
+    c_value_next = {c_value[(CNST-1)*VALUE_W-1:0], c_value[0 +: VALUE_W]};
+    c_tag_next = {c_tag[(CNST-1)*TAG_W-1:0], c_tag[0 +: TAG_W]};
 
     if (c_accept) begin
         c_op_next[0 +: 5] = s_axis_ctl_req_tdata[RQ_OP +: 5];
@@ -1456,23 +1458,24 @@ always @(posedge clk) begin
         end
     end
 
-    // counters (cmd_errors may count one refusal of each lane)
+    // counters: the control lane's clear first, then the request lane's
+    // increment (cmd_errors may count one refusal of each lane)
     for (sc = 0; sc < NCNT; sc = sc + 1) begin
-        if (cnt_inc[sc] || (sc == C_CMD_ERRORS && c_cmd_error)) begin
+        if (do_clear_counters && sc != C_OCCUPANCY) begin
+            counters[sc*64 +: 64] <= {63'd0, cnt_inc[sc]};
+        end else if (cnt_inc[sc] || (sc == C_CMD_ERRORS && c_cmd_error)) begin
             counters[sc*64 +: 64] <= counters[sc*64 +: 64] + {63'd0, cnt_inc[sc]} +
                                      {63'd0, sc == C_CMD_ERRORS && c_cmd_error};
-        end
-        if (do_clear_counters && sc != C_OCCUPANCY) begin
-            counters[sc*64 +: 64] <= 64'd0;
         end
     end
     if (occ_set) begin
         counters[C_OCCUPANCY*64 +: 64] <= occ_next;
     end
 
-    // rule hit counters: read at E-1, forwarded at E, written at E+1;
-    // CLEAR_COUNTERS (all) and WRITE_RULE (its entry) at control stage E
-    // clear the fresh bits and drop the window's writes they cover
+    // rule hit counters: read at E-1, forwarded at E, written at E+1.
+    // CLEAR_COUNTERS (all) and WRITE_RULE (its entry) at control stage E+1
+    // clear the fresh bits and drop the older window writes they cover; the
+    // request lane's write of the same cycle comes after them and stays
     rh_fresh_q <= rh_fresh[x_rh_addr] && !do_clear_counters &&
                   !(c_rh_zero && x_rh_addr == ce_entry[RIDX_W-1:0]);
     rh_addr_q <= x_rh_addr;
@@ -1481,15 +1484,15 @@ always @(posedge clk) begin
     c_rh_addr_q <= cx_rh_addr;
     rhw_en[1] <= rhw_en[0] && !do_clear_counters &&
                  !(c_rh_zero && rhw_addr[0 +: RIDX_W] == ce_entry[RIDX_W-1:0]);
-    rhw_en[0] <= rh_we_eff && !do_clear_counters;
+    rhw_en[0] <= rh_we;
     rhw_addr <= {rhw_addr[0 +: RIDX_W], rh_waddr};
     rhw_data <= {rhw_data[0 +: 64], rh_wdata};
     for (si = 0; si < RULES_P; si = si + 1) begin
-        if (rh_we_eff && rh_waddr == si[RIDX_W-1:0]) begin
-            rh_fresh[si] <= 1'b1;
-        end
         if (do_clear_counters || RULES == 0 || (c_rh_zero && ce_entry[RIDX_W-1:0] == si[RIDX_W-1:0])) begin
             rh_fresh[si] <= 1'b0;
+        end
+        if (rh_we && rh_waddr == si[RIDX_W-1:0] && RULES > 0) begin
+            rh_fresh[si] <= 1'b1;
         end
     end
 
@@ -1518,7 +1521,7 @@ always @(posedge clk) begin
         p_valid <= {NST{1'b0}};
         c_pend_reg <= {CCNT_W{1'b0}};
         c_ready_reg <= 1'b0;
-        c_valid <= {NST{1'b0}};
+        c_valid <= {CNST{1'b0}};
         cfifo_wr_ptr <= {CFIFO_AW{1'b0}};
         cfifo_rd_ptr <= {CFIFO_AW{1'b0}};
         cfifo_count <= {CCNT_W{1'b0}};

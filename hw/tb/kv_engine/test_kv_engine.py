@@ -80,8 +80,9 @@ def _clog2(n: int) -> int:
 
 
 def latency(p: dict) -> int:
-    """Documented latency of kv_engine (module header): E + 2 cycles, E = max(H + 1 + RAM_LAT,
-    V + 2), V = 2 (kv_rule_match) + priority tree stages."""
+    """Documented latency of kv_engine's request port (module header): E + 2 cycles,
+    E = max(H + 1 + RAM_LAT, V + 2), V = 2 (kv_rule_match) + priority tree stages; the control
+    port's is one cycle more."""
     rules_n = max(1, p["RULES"])
     levels = _clog2(rules_n) if rules_n > 1 else 1
     tree = -(-levels // p["TREE_LEVELS_PER_STAGE"])
@@ -124,6 +125,7 @@ class TB:
         self.seed = p["HASH_SEED"]
         self.tag_w = p["TAG_W"]
         self.latency = latency(p)
+        self.port_latency = {REQUEST_PORT: self.latency, CONTROL_PORT: self.latency + 1}
         self.geometry = Geometry(key_width=self.key_w, value_width=self.value_w, ways=self.ways,
                                  rows=self.rows, stash=self.stash, rules=self.rules,
                                  prio_width=self.prio_w, hash_seed=self.seed)
@@ -152,7 +154,8 @@ class TB:
         self.rules_written: set[int] = set()
         self.sent = 0
         self.checked = 0
-        self.latencies: list[tuple[int, bool]] = []  # (latency, sink was ready throughout)
+        # (latency, sink was ready throughout, port)
+        self.latencies: list[tuple[int, bool, int]] = []
         self.accept_cycles: list[int] = []  # request port
         self.ctl_accept_cycles: list[int] = []  # control port
         self.stalls: list[tuple[int, int]] = []  # (cycle, opcode) of requests offered but refused
@@ -482,7 +485,7 @@ class TB:
             return
         t_in, exp_tag, exp, what = self.inflight[port].popleft()
         lat = self.cycle() - t_in
-        self.latencies.append((lat, not stalled))
+        self.latencies.append((lat, not stalled, port))
         got = self.unpack_rsp(word)
         for name, value in self.unpack_rsp(unknown).items():
             if value and exp.get(name) is not None:
@@ -492,8 +495,8 @@ class TB:
         for name, value in exp.items():
             if value is not None and got[name] != value:
                 self.errors.append(f"{what}: {name} {got[name]:#x} != model {value:#x} (response {got})")
-        if lat < self.latency:
-            self.errors.append(f"{what}: latency {lat} < {self.latency}")
+        if lat < self.port_latency[port]:
+            self.errors.append(f"{what}: latency {lat} < {self.port_latency[port]}")
         self.checked += 1
 
     async def drain(self, timeout: int = 200000) -> None:
@@ -502,6 +505,14 @@ class TB:
                 break
             await RisingEdge(self.dut.clk)
         await ClockCycles(self.dut.clk, 4)
+
+    def latency_exact(self) -> bool:
+        """Every response not held by back-pressure came exactly its port's latency after its request."""
+        return all(lat == self.port_latency[port] for lat, clean, port in self.latencies if clean)
+
+    def no_credit_stalls(self) -> bool:
+        """Both response FIFOs are deep enough that admission never waits for credits."""
+        return self.p["RSP_FIFO_DEPTH"] > self.latency and self.p["CTL_FIFO_DEPTH"] > self.latency + 1
 
     def check(self) -> None:
         for e in self.errors[:20]:
@@ -652,7 +663,7 @@ async def run_data_plane(dut):
     if tb.p["RSP_FIFO_DEPTH"] > tb.latency:
         cycles = tb.accept_cycles
         assert cycles[-1] - cycles[0] == len(cycles) - 1, "admission stalled without back-pressure"
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
     await tb.final_check()
     c = tb.model.counters()
     tb.log.info("counters: %s", c)
@@ -688,7 +699,7 @@ async def run_full_mix_fast(dut):
         tb.random_op(pool, FULL_MIX)
     await tb.drain()
     await tb.final_check()
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
 
 
 @cocotb.test()
@@ -798,7 +809,7 @@ async def run_hazards(dut):
     tb.op_get(keys[0])
     await tb.drain()
     await tb.final_check()
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
 
 
 @cocotb.test()
@@ -861,7 +872,7 @@ async def run_rule_rewrites_streaming(dut):
             tb.op_lookup(rng.choice(pool) if rng.random() < 0.9 else tb.random_key())
     await tb.drain()
     await tb.final_check()
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
 
 
 @cocotb.test()
@@ -886,7 +897,7 @@ async def run_rule_slots_exhausted(dut):
     for _ in range(REWRITE_CYCLES * 2):
         tb.op_lookup(rng.choice(pool))
     await tb.drain()
-    if tb.p["RSP_FIFO_DEPTH"] > tb.latency:  # no credit stalls: every refusal is a rule slot wait
+    if tb.no_credit_stalls():  # every refusal is a rule slot wait
         refused_ops = {op for _, op in tb.stalls}
         assert refused_ops == {WRITE_RULE}, f"refused requests other than WRITE_RULE: {refused_ops}"
         waited = len(tb.stalls)
@@ -902,7 +913,7 @@ async def run_rule_slots_exhausted(dut):
         for _ in range(REWRITE_CYCLES - 1):
             tb.op_lookup(rng.choice(pool))
     await tb.drain()
-    if tb.p["RSP_FIFO_DEPTH"] > tb.latency and slots >= 2:
+    if tb.no_credit_stalls() and slots >= 2:
         assert not tb.stalls, f"requests waited at one rule write per {REWRITE_CYCLES} cycles: {tb.stalls[:5]}"
     await tb.final_check()
 
@@ -974,7 +985,7 @@ async def run_rule_storm(dut):
         assert LOOKUP not in {op for _, op in tb.stalls}, "a LOOKUP was offered and not taken"
     assert ctl_cycles[0] <= cycles[-1] and ctl_cycles[-1] >= cycles[0], "the two streams did not overlap"
     await tb.final_check()
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
 
 
 # ------------------------------------------------------------------------------------------
