@@ -19,11 +19,12 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * (s_axis_ctl_req_* -> m_axis_ctl_rsp_*: the opcodes of KV_OP_CTL_MASK,
  * WRITE_RULE, READ_RULE, CLEAR_COUNTERS, READ_COUNTER, READ_RULE_HITS).  An
  * opcode sent to the other port is refused (status 15, counts cmd_errors).
- * Each port answers in its own request order with a fixed latency of
- * LATENCY clock cycles when its response stream is not back-pressured: a
- * request accepted at rising edge n has its response valid at edge
- * n+LATENCY (a handshake there if tready is high).  tuser (TAG_W bits) comes
- * back with the response.
+ * Each port answers in its own request order with a fixed latency when its
+ * response stream is not back-pressured: LATENCY clock cycles on the
+ * request port, LATENCY + 1 on the control port (a request accepted at
+ * rising edge n has its response valid at edge n+LATENCY, resp. n+LATENCY+1;
+ * a handshake there if tready is high).  tuser (TAG_W bits) comes back with
+ * the response.
  *
  * Order (engine.md §5.7): the requests of both ports take effect as one
  * sequence, by acceptance cycle, and within a cycle the request port's
@@ -82,13 +83,16 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *                     LOOKUP's winner; the control request's entry)
  *   E                 execute: forwarding, compare ways and stash, decide,
  *                     counters, stash update, rule hit counter forwarding,
- *                     response; then the control lane's execute, which sees
- *                     this cycle's request-lane updates (counters, rule hit
- *                     counts) and clears (CLEAR_COUNTERS) or zeroes
- *                     (WRITE_RULE) after them
+ *                     response
+ *   E+1               control lane only: its execute, in the cycle of the
+ *                     request lane's execute of the request accepted one
+ *                     cycle after it, and ahead of it: it reads counters and
+ *                     rule hit counts from registers and the window, and
+ *                     its clears (CLEAR_COUNTERS, WRITE_RULE's zero) come
+ *                     before that request's updates
  *   E+1               way and rule hit counter writes presented to the RAMs;
  *                     response in FIFO
- *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2.
+ *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2 (control port: E + 3).
  *
  * Hazards: a request reads a way RAM RAM_LAT cycles before it executes, so
  * the writes of the RAM_LAT + 1 requests executed just before it may be
