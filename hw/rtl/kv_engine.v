@@ -140,7 +140,7 @@ module kv_engine #
     // throughput, >= 2
     parameter RSP_FIFO_DEPTH = 16,
     // Control port response FIFO depth (its admission credit): >= 2; the
-    // control port takes one request per clock only when > LATENCY
+    // control port takes one request per clock only when > LATENCY + 1
     parameter CTL_FIFO_DEPTH = 16,
     // Request tdata width: derived, do not override
     parameter REQ_W = 106 + 2*KEY_W + VALUE_W,
