@@ -1396,6 +1396,12 @@ end
 
 integer si, sc;
 
+// cmd_errors after this cycle's control request (cleared, or + its refusal),
+// plus 0 or 1 for the request lane's
+wire [63:0] cmd_err_base = do_clear_counters ? 64'd0 : counters[C_CMD_ERRORS*64 +: 64];
+wire [63:0] cmd_err_plus0 = cmd_err_base + {63'd0, c_cmd_error};
+wire [63:0] cmd_err_plus1 = cmd_err_base + {62'd0, c_cmd_error, !c_cmd_error};
+
 always @(posedge clk) begin
     // admission
     pend_reg <= pend_next;
@@ -1463,13 +1469,15 @@ always @(posedge clk) begin
     end
 
     // counters: the control lane's clear first, then the request lane's
-    // increment (cmd_errors may count one refusal of each lane)
+    // increment; cmd_errors may count one refusal of each lane (the request
+    // lane's, decided late, only selects between two early sums)
     for (sc = 0; sc < NCNT; sc = sc + 1) begin
-        if (do_clear_counters && sc != C_OCCUPANCY) begin
+        if (sc == C_CMD_ERRORS) begin
+            counters[sc*64 +: 64] <= cnt_inc[sc] ? cmd_err_plus1 : cmd_err_plus0;
+        end else if (do_clear_counters && sc != C_OCCUPANCY) begin
             counters[sc*64 +: 64] <= {63'd0, cnt_inc[sc]};
-        end else if (cnt_inc[sc] || (sc == C_CMD_ERRORS && c_cmd_error)) begin
-            counters[sc*64 +: 64] <= counters[sc*64 +: 64] + {63'd0, cnt_inc[sc]} +
-                                     {63'd0, sc == C_CMD_ERRORS && c_cmd_error};
+        end else if (cnt_inc[sc]) begin
+            counters[sc*64 +: 64] <= counters[sc*64 +: 64] + 64'd1;
         end
     end
     if (occ_set) begin
