@@ -339,8 +339,11 @@ class TB:
         return self._queue(self.pack(CLEAR_TABLE), {"op": CLEAR_TABLE}, "CLEAR_TABLE")
 
     def op_clear_counters(self) -> dict:
+        return self._queue(self.pack(CLEAR_COUNTERS), self.exp_clear_counters(), "CLEAR_COUNTERS")
+
+    def exp_clear_counters(self) -> dict:
         self.model.clear_counters()
-        return self._queue(self.pack(CLEAR_COUNTERS), {"op": CLEAR_COUNTERS}, "CLEAR_COUNTERS")
+        return {"op": CLEAR_COUNTERS}
 
     def op_read_counter(self, cid: int) -> dict:
         return self._queue(self.pack(READ_COUNTER, index=cid), self.exp_read_counter(cid), f"READ_COUNTER {cid}")
@@ -925,7 +928,7 @@ STORM_CTL_EVERY = 4  # a WRITE_RULE in every 4th control-port slot
 async def run_rule_storm(dut):
     """LOOKUPs offered every cycle on the request port while the control port is kept busy
     with control operations, a WRITE_RULE in every STORM_CTL_EVERY-th slot (READ_RULE_HITS,
-    READ_RULE, READ_COUNTER between): the request port takes one LOOKUP every cycle (no rule
+    READ_RULE, READ_COUNTER, now and then CLEAR_COUNTERS between): the request port takes one LOOKUP every cycle (no rule
     write, full rule slot or control response ever holds it), and every response of both ports
     equals the model's with the requests applied in engine_order."""
     tb = TB(dut, cocotb.RANDOM_SEED + 7)
@@ -957,6 +960,8 @@ async def run_rule_storm(dut):
                     rng.getrandbits(tb.value_w))
             controls.append((tb.req_write_rule(*args), lambda args=args: tb.exp_write_rule(*args),
                              f"WRITE_RULE {e}"))
+        elif rng.random() < 0.03:
+            controls.append((tb.pack(CLEAR_COUNTERS), tb.exp_clear_counters, "CLEAR_COUNTERS"))
         else:
             kind = rng.randrange(3)
             if kind == 0:
