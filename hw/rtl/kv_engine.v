@@ -448,6 +448,7 @@ reg [CNST*KEY_W-1:0]   c_key;
 reg [CNST*KEY_W-1:0]   c_mask;
 reg [CNST*VALUE_W-1:0] c_value;
 reg [CNST*TAG_W-1:0]   c_tag;
+reg [CNST-1:0]         c_bad;          // refused (engine.md §5.6), decided on acceptance
 
 // stage-0 views
 wire              s0_valid = p_valid[0];
@@ -1078,6 +1079,7 @@ wire [4:0]        ce_op = c_op[CE_ST*5 +: 5];
 wire [11:0]       ce_entry = c_entry[CE_ST*12 +: 12];
 wire [23:0]       ce_index = c_index[CE_ST*24 +: 24];
 wire [TAG_W-1:0]  ce_tag = c_tag[CE_ST*TAG_W +: TAG_W];
+wire              ce_bad = c_bad[CE_ST];
 
 reg               do_clear_counters;
 reg               c_rh_zero;      // rule_hit[ce_entry] <= 0 (WRITE_RULE)
@@ -1112,43 +1114,21 @@ always @* begin
         end
     end
 
-    case (ce_op)
-        OP_WRITE_RULE: begin
-            // matcher written at stage 0, rule RAM at V, value RAM at V+1
-            if (rule_write_ok(ce_entry, c_prio[CE_ST*32 +: 32])) begin
-                c_rh_zero = 1'b1;
-            end else begin
-                c_status = ST_REFUSED;
-            end
-        end
-        OP_READ_RULE: begin
-            // flag/key/mask/prio/value were replaced at V+2 by the rule RAM word
-            if ({1'b0, ce_entry} >= RULES_C) begin
-                c_status = ST_REFUSED;
-            end
-        end
-        OP_CLEAR_COUNTERS: begin
-            do_clear_counters = 1'b1;
-        end
-        OP_READ_COUNTER: begin
-            if (ce_index < NCNT) begin
-                c_data64 = cnt_now;
-            end else begin
-                c_status = ST_REFUSED;
-            end
-        end
-        OP_READ_RULE_HITS: begin
-            if ({1'b0, ce_entry} < RULES_C) begin
-                c_data64 = c_rh_base;
-            end else begin
-                c_status = ST_REFUSED;
-            end
-        end
-        default: begin
-            c_status = ST_REFUSED;
-        end
-    endcase
-    c_cmd_error = c_status == ST_REFUSED;
+    // WRITE_RULE: matcher written at stage 0, rule RAM at V, value RAM at
+    // V+1, its rule_hit zeroed here; READ_RULE: flag/key/mask/value were
+    // replaced at V+2 by the rule RAM word
+    if (ce_bad) begin
+        c_status = ST_REFUSED;
+    end else begin
+        case (ce_op)
+            OP_WRITE_RULE: c_rh_zero = 1'b1;
+            OP_CLEAR_COUNTERS: do_clear_counters = 1'b1;
+            OP_READ_COUNTER: c_data64 = cnt_now;
+            OP_READ_RULE_HITS: c_data64 = c_rh_base;
+            default: c_data64 = 64'd0;
+        endcase
+    end
+    c_cmd_error = ce_bad;
 
     if (!ce_valid) begin
         do_clear_counters = 1'b0;
@@ -1216,10 +1196,10 @@ always @* begin
     c_rsp_word[RS_OP +: 5] = ce_op;
     c_rsp_word[RS_STATUS +: 4] = c_status;
     c_rsp_word[RS_DATA64 +: 64] = c_data64;
-    if (c_status != ST_REFUSED && (ce_op == OP_READ_RULE || ce_op == OP_READ_RULE_HITS)) begin
+    if (!ce_bad && (ce_op == OP_READ_RULE || ce_op == OP_READ_RULE_HITS)) begin
         c_rsp_word[RS_ENTRY +: 12] = ce_entry;
     end
-    if (c_status != ST_REFUSED && ce_op == OP_READ_RULE) begin
+    if (!ce_bad && ce_op == OP_READ_RULE) begin
         c_rsp_word[RS_PRIO +: 32] = c_prio[CE_ST*32 +: 32];
     end
     c_rsp_word[RS_FLAG] = c_flag[CE_ST];
@@ -1338,6 +1318,22 @@ reg [CNST*KEY_W-1:0]   c_key_next;
 reg [CNST*KEY_W-1:0]   c_mask_next;
 reg [CNST*VALUE_W-1:0] c_value_next;
 reg [CNST*TAG_W-1:0]   c_tag_next;
+reg [CNST-1:0]         c_bad_next;
+
+// a control request the engine refuses (engine.md §5.6): an opcode not of
+// the control port, an entry >= RULES, a priority >= 2^PRIO_W, a counter id
+// that is none
+function ctl_refused(input [4:0] op, input [11:0] entry, input [31:0] prio, input [23:0] index);
+    begin
+        case (op)
+            OP_WRITE_RULE: ctl_refused = !rule_write_ok(entry, prio);
+            OP_READ_RULE, OP_READ_RULE_HITS: ctl_refused = {1'b0, entry} >= RULES_C;
+            OP_CLEAR_COUNTERS: ctl_refused = 1'b0;
+            OP_READ_COUNTER: ctl_refused = index >= NCNT;
+            default: ctl_refused = 1'b1;
+        endcase
+    end
+endfunction
 
 always @* begin
     c_valid_next = {c_valid[CNST-2:0], c_accept};
@@ -1350,6 +1346,7 @@ always @* begin
     c_mask_next = {c_mask[(CNST-1)*KEY_W-1:0], c_mask[0 +: KEY_W]};
     c_value_next = {c_value[(CNST-1)*VALUE_W-1:0], c_value[0 +: VALUE_W]};
     c_tag_next = {c_tag[(CNST-1)*TAG_W-1:0], c_tag[0 +: TAG_W]};
+    c_bad_next = {c_bad[CNST-2:0], c_bad[0]};
 
     if (c_accept) begin
         c_op_next[0 +: 5] = s_axis_ctl_req_tdata[RQ_OP +: 5];
@@ -1361,6 +1358,8 @@ always @* begin
         c_mask_next[0 +: KEY_W] = s_axis_ctl_req_tdata[RQ_MASK +: KEY_W];
         c_value_next[0 +: VALUE_W] = s_axis_ctl_req_tdata[RQ_VALUE +: VALUE_W];
         c_tag_next[0 +: TAG_W] = s_axis_ctl_req_tuser;
+        c_bad_next[0] = ctl_refused(s_axis_ctl_req_tdata[RQ_OP +: 5], s_axis_ctl_req_tdata[RQ_ENTRY +: 12],
+                                    s_axis_ctl_req_tdata[RQ_PRIO +: 32], s_axis_ctl_req_tdata[RQ_INDEX +: 24]);
     end
 
     // from V+2 on flag/key/mask/value are what the response returns: the entry
@@ -1448,6 +1447,7 @@ always @(posedge clk) begin
     c_mask <= c_mask_next;
     c_value <= c_value_next;
     c_tag <= c_tag_next;
+    c_bad <= c_bad_next;
 
     // forwarding window / RAM write port: shift in the writes of this cycle's execute
     // (cleared by CLEAR_TABLE: the sweep follows, older writes must not be forwarded past it)
