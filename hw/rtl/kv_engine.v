@@ -1474,12 +1474,10 @@ always @(posedge clk) begin
     for (sc = 0; sc < NCNT; sc = sc + 1) begin
         if (sc == C_CMD_ERRORS) begin
             counters[sc*64 +: 64] <= cnt_inc[sc] ? cmd_err_plus1 : cmd_err_plus0;
-        end else if (cnt_inc[sc]) begin
-            // the late increment selects between early values, as for cmd_errors
-            counters[sc*64 +: 64] <= (do_clear_counters && sc != C_OCCUPANCY) ? 64'd1
-                                     : counters[sc*64 +: 64] + 64'd1;
         end else if (do_clear_counters && sc != C_OCCUPANCY) begin
-            counters[sc*64 +: 64] <= 64'd0;
+            counters[sc*64 +: 64] <= {63'd0, cnt_inc[sc]};
+        end else if (cnt_inc[sc]) begin
+            counters[sc*64 +: 64] <= counters[sc*64 +: 64] + 64'd1;
         end
     end
     if (occ_set) begin
