@@ -58,8 +58,10 @@ def hdl_params(params: dict[str, object]) -> dict[str, object]:
 
 
 def run_cocotb(sim: str, toplevel: str, test_file: str, sources: list[Path], params: dict[str, object],
-               build_dir: Path, *, seed: int, params_env: str, build_args: tuple[str, ...] = ()) -> None:
-    """Build one parametrization with cocotb_tools.runner and run the cocotb tests of test_file.
+               build_dir: Path, *, seed: int, params_env: str, build_args: tuple[str, ...] = (),
+               testcase: str | None = None) -> None:
+    """Build one parametrization with cocotb_tools.runner and run the cocotb tests of test_file
+    (only the one named `testcase`, if given).
 
     Each parametrization has its own build_dir; the testbench reads its parameters, as JSON,
     from the environment variable params_env. sim "yosys" elaborates the sources with Yosys
@@ -80,7 +82,7 @@ def run_cocotb(sim: str, toplevel: str, test_file: str, sources: list[Path], par
                  build_dir=build_dir, build_args=list(build_args), always=True,
                  timescale=("1ns", "1ps"))
     runner.test(hdl_toplevel=toplevel, test_module=Path(test_file).stem, test_dir=build_dir,
-                build_dir=build_dir, seed=seed,
+                build_dir=build_dir, seed=seed, testcase=testcase,
                 extra_env={params_env: json.dumps(params), "PYTHONPATH": os.pathsep.join(
                     [str(REPO_DIR), str(HW_DIR), str(tb_dir), os.environ.get("PYTHONPATH", "")])})
 

@@ -15,6 +15,9 @@ appear in it more than once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TypeVar
+
 import numpy as np
 
 from .backend import (
@@ -32,11 +35,37 @@ from .backend import (
 from .errors import CommandError
 from .geometry import Geometry
 from .hashing import MASK64, hash_keys
+from .regmap import CONTROL_OPS
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
 # SetStatus codes as plain ints: Enum attribute access costs a microsecond in hot paths.
 _INSERTED, _INSERTED_STASH, _UPDATED, _FULL = (int(s) for s in SetStatus)
+
+
+# The engine's two request ports (docs/engine.md §5.7): data-plane and table operations on the
+# request port, rule and counter operations (regmap.CONTROL_OPS) on the control port.
+REQUEST_PORT = 0
+CONTROL_PORT = 1
+
+_T = TypeVar("_T")
+
+
+def engine_port(opcode: int) -> int:
+    """The port an opcode belongs on; the other port refuses it (status REFUSED, cmd_errors)."""
+    return CONTROL_PORT if opcode in CONTROL_OPS else REQUEST_PORT
+
+
+def engine_order(accepted: Iterable[tuple[int, int, _T]]) -> list[_T]:
+    """The sequential order in which the engine applies requests taken on its two ports.
+
+    accepted holds (acceptance cycle, port, request) with each port's requests in acceptance
+    order. The engine applies them by acceptance cycle and, within one cycle, the request
+    port's request before the control port's (docs/engine.md §5.7): a WRITE_RULE accepted in
+    cycle t is seen by every LOOKUP accepted after cycle t and by none accepted up to cycle t.
+    Applying the returned requests one by one to ModelBackend gives the RTL's responses.
+    """
+    return [item for _, _, item in sorted(accepted, key=lambda a: (a[0], a[1]))]
 
 
 def _word_dtype(nbytes: int) -> np.dtype:

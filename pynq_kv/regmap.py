@@ -157,6 +157,9 @@ OP_CLEAR_COUNTERS = 14
 OP_READ_COUNTER = 15
 OP_READ_RULE_HITS = 16
 OPCODES = {"GET": 1, "LOOKUP": 2, "SET": 3, "DEL": 4, "READ_SLOT": 8, "WRITE_SLOT": 9, "MOVE": 10, "WRITE_RULE": 11, "READ_RULE": 12, "CLEAR_TABLE": 13, "CLEAR_COUNTERS": 14, "READ_COUNTER": 15, "READ_RULE_HITS": 16}
+# opcodes served by the engine's control port (docs/engine.md §5.7); all others: request port
+OP_CTL_MASK = 0x0001D800  # bit c set: opcode c (the Verilog KV_OP_CTL_MASK)
+CONTROL_OPS = frozenset({11, 12, 14, 15, 16})
 
 # response status codes
 ST_OK = 0

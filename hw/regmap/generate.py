@@ -153,6 +153,8 @@ def check(src) -> None:
             assert 0 <= f[1] and f[1] + f[2] <= 32, f"{reg['name']}.{f[0]}: outside 32 bits"
     codes = [o["code"] for o in src["opcodes"]]
     assert len(set(codes)) == len(codes) and all(0 < c < 32 for c in codes), "opcodes must be unique 1..31"
+    assert all(o.get("port", "request") in ("request", "control") for o in src["opcodes"]), \
+        "an opcode's port is request (the default) or control"
     assert all(0 <= c < 16 for _, c, _ in status_consts(src)), "status codes are 4 bits"
     assert len(src["counters"]) <= max(r["array"] for r in src["registers"] if r.get("counter")) // 2
     fe = src.get("fe_counters", [])
@@ -164,6 +166,11 @@ def check(src) -> None:
 # ------------------------------------------------------------------------------------------
 # Verilog
 # ------------------------------------------------------------------------------------------
+
+def control_mask(src) -> int:
+    """Bit c set when opcode c belongs on the engine's control port (docs/engine.md §5.7)."""
+    return sum(1 << o["code"] for o in src["opcodes"] if o.get("port") == "control")
+
 
 def gen_verilog(src) -> str:
     ab = src["addr_bits"]
@@ -200,6 +207,8 @@ def gen_verilog(src) -> str:
     a("// opcodes (request and response `op` field)")
     for op in src["opcodes"]:
         a(f"localparam [{op_w-1}:0] KV_OP_{op['name']} = {op_w}'d{op['code']};")
+    a("// bit c set: opcode c goes to the engine's control port (s_axis_ctl_req), not s_axis_req")
+    a(f"localparam [{(1 << op_w) - 1}:0] KV_OP_CTL_MASK = {1 << op_w}'h{control_mask(src):0{(1 << op_w) // 4}X};")
     a("")
     st_w = dict((f[0], f[1]) for f in src["streams"]["rsp"]["fields"])["status"]
     a("// response status codes")
@@ -272,6 +281,10 @@ def gen_python(src) -> str:
     for op in src["opcodes"]:
         a(f"OP_{op['name']} = {op['code']}")
     a("OPCODES = {" + ", ".join(f'"{op["name"]}": {op["code"]}' for op in src["opcodes"]) + "}")
+    a("# opcodes served by the engine's control port (docs/engine.md §5.7); all others: request port")
+    a(f"OP_CTL_MASK = 0x{control_mask(src):08X}  # bit c set: opcode c (the Verilog KV_OP_CTL_MASK)")
+    a("CONTROL_OPS = frozenset({" + ", ".join(str(o["code"]) for o in src["opcodes"]
+                                                if o.get("port") == "control") + "})")
     a("")
     a("# response status codes")
     for name, code, _ in status_consts(src):
@@ -363,12 +376,14 @@ def gen_markdown(src) -> str:
     a("")
     a("## Opcodes")
     a("")
-    a("| code | name | meaning |")
-    a("|---|---|---|")
+    a("| code | name | engine port | meaning |")
+    a("|---|---|---|---|")
     for op in src["opcodes"]:
-        a(f"| {op['code']} | `{op['name']}` | {op['doc']} |")
+        a(f"| {op['code']} | `{op['name']}` | {op.get('port', 'request')} | {op['doc']} |")
     a("")
-    a("Any other code is refused (status 15) and changes nothing.")
+    a("Any other code is refused (status 15) and changes nothing. kv_engine takes request-port "
+      "opcodes on `s_axis_req` and control-port opcodes on `s_axis_ctl_req` (docs/engine.md §5.7); "
+      "one sent to the other port is refused. The mailbox routes each command to its port.")
     a("")
     a("## Status codes")
     a("")

@@ -13,21 +13,35 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
 /*
  * Lookup engine
  *
- * One request per clock on s_axis_req_*, one response per request on
- * m_axis_rsp_*, in request order, with a fixed latency of LATENCY clock
- * cycles when the response stream is not back-pressured: a request accepted
- * at rising edge n has its response valid on m_axis_rsp_* at edge n+LATENCY
- * (a handshake there if tready is high).
- * s_axis_req_tuser (TAG_W bits) comes back on m_axis_rsp_tuser.
+ * Two request ports, each one request per clock with its own response
+ * stream: the request port (s_axis_req_* -> m_axis_rsp_*: GET, LOOKUP, SET,
+ * DEL, READ_SLOT, WRITE_SLOT, MOVE, CLEAR_TABLE) and the control port
+ * (s_axis_ctl_req_* -> m_axis_ctl_rsp_*: the opcodes of KV_OP_CTL_MASK,
+ * WRITE_RULE, READ_RULE, CLEAR_COUNTERS, READ_COUNTER, READ_RULE_HITS).  An
+ * opcode sent to the other port is refused (status 15, counts cmd_errors).
+ * Each port answers in its own request order with a fixed latency when its
+ * response stream is not back-pressured: LATENCY clock cycles on the
+ * request port, LATENCY + 1 on the control port (a request accepted at
+ * rising edge n has its response valid at edge n+LATENCY, resp. n+LATENCY+1;
+ * a handshake there if tready is high).  tuser (TAG_W bits) comes back with
+ * the response.
  *
- * Admission is credit based: a request is accepted only while the number of
- * requests accepted and not yet answered is below RSP_FIFO_DEPTH, so the
- * pipeline never stalls and the response FIFO never overflows.  tready is
- * also low while the table is being cleared (CLEAR_TABLE and after reset: a
- * sweep of ROWS cycles writing every row of every way invalid), and, when the
- * request offered is a WRITE_RULE, while the rule matcher has no free shadow
- * slot (more than RULE_SLOTS rule writes within about RULE_SLOTS * 34 cycles,
- * kv_rule_match); no other request ever waits for the rules.
+ * Order (engine.md §5.7): the requests of both ports take effect as one
+ * sequence, by acceptance cycle, and within a cycle the request port's
+ * first.  A WRITE_RULE accepted in cycle t is seen by every LOOKUP accepted
+ * after t and by none accepted up to t; a READ_COUNTER or READ_RULE_HITS
+ * accepted in t counts the LOOKUPs accepted up to and including t.
+ *
+ * Admission is credit based, per port: a request is accepted only while the
+ * number of that port's requests accepted and not yet answered is below its
+ * FIFO depth (RSP_FIFO_DEPTH, CTL_FIFO_DEPTH), so the pipeline never stalls
+ * and the response FIFOs never overflow.  The request port's tready is also
+ * low while the table is being cleared (CLEAR_TABLE and after reset: a sweep
+ * of ROWS cycles writing every row of every way invalid); the control port's
+ * is low, when the request offered is a WRITE_RULE, while the rule matcher
+ * has no free shadow slot (more than RULE_SLOTS rule writes within about
+ * RULE_SLOTS * 34 cycles, kv_rule_match).  Neither port ever waits for the
+ * other: the request port never waits for the rules.
  *
  * Stream layouts, opcodes, status codes and counter ids come from the
  * generated kv_regs.vh (hw/regmap); the initial block checks the widths.
@@ -49,25 +63,36 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *   entry, prio, key = match, mask, value.  READ_COUNTER / READ_RULE_HITS:
  *   data64.  Other operations echo nothing.
  *
- * Pipeline (stage s = cycles after the request was registered in stage 0):
+ * Pipeline (stage s = cycles after the request was registered in stage 0;
+ * the control port's requests run through the same stages in a lane of
+ * their own, c_*, beside the request lane, p_*):
  *   0                 request register; key into the rule matcher
  *                     (kv_rule_match, hit vector at stage 2), which is also
- *                     where WRITE_RULE takes effect for the next request
+ *                     where the control lane's WRITE_RULE takes effect (after
+ *                     the key of the same cycle)
  *   0 .. H            kv_h3_hash, rows at stage H = HASH_STAGES
  *   H+1               per-way address: the key's row, or the control address
  *   A = E-RAM_LAT     bank RAM read (one kv_bank_ram per way)
  *   2 .. V            priority tree (kv_prio_tree), V = 2 + tree latency;
- *                     the rule RAM (valid, match, mask, prio, value: what
- *                     READ_RULE returns) is read (winner or READ_RULE entry)
- *                     and written (WRITE_RULE) at V
- *   E-1               rule hit counter RAM read (the LOOKUP's winner, or
- *                     the entry of READ_RULE_HITS / WRITE_RULE)
+ *                     the rule value RAM is read at V (the winner) and
+ *                     written at V+1 by the control lane (a write meeting a
+ *                     read of its entry is forwarded); the control lane's
+ *                     rule RAM (valid, match, mask, prio, value: what
+ *                     READ_RULE returns) is read and written at V
+ *   E-1               rule hit counter RAM read (one copy per lane: the
+ *                     LOOKUP's winner; the control request's entry)
  *   E                 execute: forwarding, compare ways and stash, decide,
  *                     counters, stash update, rule hit counter forwarding,
  *                     response
+ *   E+1               control lane only: its execute, in the cycle of the
+ *                     request lane's execute of the request accepted one
+ *                     cycle after it, and ahead of it: it reads counters and
+ *                     rule hit counts from registers and the window, and
+ *                     its clears (CLEAR_COUNTERS, WRITE_RULE's zero) come
+ *                     before that request's updates
  *   E+1               way and rule hit counter writes presented to the RAMs;
  *                     response in FIFO
- *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2.
+ *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2 (control port: E + 3).
  *
  * Hazards: a request reads a way RAM RAM_LAT cycles before it executes, so
  * the writes of the RAM_LAT + 1 requests executed just before it may be
@@ -75,11 +100,12 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * word) in a forwarding window; at execute each way takes the newest window
  * write to its row, else the RAM output.  The rule hit counters (a RAM, read
  * at E-1) have a two-deep window of the same kind, and a per-entry "fresh"
- * bit that CLEAR_COUNTERS clears (an entry not fresh reads 0).  The stash and
- * the counters are registers updated at execute; the rule matcher is updated
- * at stage 0 and the rule RAM at stage V, where it is also read, so every
- * request sees exactly the state left by the requests ahead of it
- * (engine.md §5).  Nothing ever stalls the pipeline.
+ * bit that CLEAR_COUNTERS (every entry) and WRITE_RULE (its entry) clear
+ * (an entry not fresh reads 0; the window's writes it covers are dropped).
+ * The stash and the counters are registers updated at execute; the rule
+ * matcher is updated at stage 0 and the rule RAMs at V / V+1 as above, so
+ * every request sees exactly the state left by the requests ahead of it in
+ * the order above (engine.md §5, §5.7).  Nothing ever stalls the pipeline.
  */
 module kv_engine #
 (
@@ -113,6 +139,9 @@ module kv_engine #
     // Response FIFO depth (also the admission credit): > LATENCY for full
     // throughput, >= 2
     parameter RSP_FIFO_DEPTH = 16,
+    // Control port response FIFO depth (its admission credit): >= 2; the
+    // control port takes one request per clock only when > LATENCY + 1
+    parameter CTL_FIFO_DEPTH = 16,
     // Request tdata width: derived, do not override
     parameter REQ_W = 106 + 2*KEY_W + VALUE_W,
     // Response tdata width: derived, do not override
@@ -139,6 +168,22 @@ module kv_engine #
     output wire                 m_axis_rsp_tvalid,
     input  wire                 m_axis_rsp_tready,
     output wire [TAG_W-1:0]     m_axis_rsp_tuser,
+
+    /*
+     * Control request stream (rule and counter operations, KV_OP_CTL_MASK)
+     */
+    input  wire [REQ_W-1:0]     s_axis_ctl_req_tdata,
+    input  wire                 s_axis_ctl_req_tvalid,
+    output wire                 s_axis_ctl_req_tready,
+    input  wire [TAG_W-1:0]     s_axis_ctl_req_tuser,
+
+    /*
+     * Control response stream
+     */
+    output wire [RSP_W-1:0]     m_axis_ctl_rsp_tdata,
+    output wire                 m_axis_ctl_rsp_tvalid,
+    input  wire                 m_axis_ctl_rsp_tready,
+    output wire [TAG_W-1:0]     m_axis_ctl_rsp_tuser,
 
     /*
      * Counters of engine.md §6 for the CSR block, counter c at [64*c +: 64]
@@ -240,6 +285,8 @@ localparam RULE_W = 1 + 2*KEY_W + PRIO_W + VALUE_W; // rule RAM word: {valid, ma
 localparam E_ST = max2(H_ST + 1 + RAM_LAT, V_ST + 2);  // execute
 localparam A_ST = E_ST - RAM_LAT;                   // bank RAM read address
 localparam NST = E_ST + 1;                          // stages 0 .. E
+localparam CE_ST = E_ST + 1;                        // control lane execute
+localparam CNST = CE_ST + 1;                        // control lane stages 0 .. E+1
 localparam WIN = RAM_LAT + 1;                       // forwarding window (writes)
 /* verilator lint_off UNUSEDPARAM */
 // response latency in cycles, documented in the header (and checked by the testbench)
@@ -247,7 +294,12 @@ localparam LATENCY = E_ST + 2;
 /* verilator lint_on UNUSEDPARAM */
 localparam CNT_W = $clog2(RSP_FIFO_DEPTH + 1);
 localparam FIFO_AW = (RSP_FIFO_DEPTH > 1) ? $clog2(RSP_FIFO_DEPTH) : 1;
-localparam FIFO_W = RSP_W + TAG_W;
+localparam CCNT_W = $clog2(CTL_FIFO_DEPTH + 1);
+localparam CFIFO_AW = (CTL_FIFO_DEPTH > 1) ? $clog2(CTL_FIFO_DEPTH) : 1;
+// the request lane's responses never carry data64 or mask (control-port
+// fields): its FIFO stores {tag, value, key, the fields below data64}
+localparam FIFO_W = RS_DATA64 + KEY_W + VALUE_W + TAG_W;
+localparam CFIFO_W = RSP_W + TAG_W;
 
 // sized constants for address checks
 localparam [24:0] ROWS_C = ROWS;
@@ -310,11 +362,24 @@ initial begin
         $error("Error: RSP_FIFO_DEPTH must be at least 2 (instance %m)");
         $finish;
     end
+    if (CTL_FIFO_DEPTH < 2) begin
+        $error("Error: CTL_FIFO_DEPTH must be at least 2 (instance %m)");
+        $finish;
+    end
+    // the control lane executes exactly the control-port opcodes of the register map
+    if (KV_OP_CTL_MASK != ((32'd1 << KV_OP_WRITE_RULE) | (32'd1 << KV_OP_READ_RULE) |
+            (32'd1 << KV_OP_CLEAR_COUNTERS) | (32'd1 << KV_OP_READ_COUNTER) |
+            (32'd1 << KV_OP_READ_RULE_HITS))) begin
+        $error("Error: kv_regs.vh KV_OP_CTL_MASK does not match this engine's control lane (instance %m)");
+        $finish;
+    end
     if (REQ_W != KV_REQ_W || RSP_W != KV_RSP_W ||
             KV_REQ_OP_W != 5 || KV_REQ_FLAG_W != 1 || KV_REQ_BANK_W != 4 || KV_REQ_INDEX_W != 24 ||
             KV_REQ_BANK2_W != 4 || KV_REQ_INDEX2_W != 24 || KV_REQ_ENTRY_W != 12 || KV_REQ_PRIO_W != 32 ||
             KV_RSP_OP_W != 5 || KV_RSP_STATUS_W != 4 || KV_RSP_FLAG_W != 1 || KV_RSP_ENTRY_W != 12 ||
             KV_RSP_PRIO_W != 32 || KV_RSP_DATA64_W != 64 || NCNT != 11 ||
+            KV_RSP_KEY_LSB != KV_RSP_DATA64_LSB + 64 || KV_RSP_MASK_LSB != KV_RSP_KEY_LSB + KEY_W ||
+            KV_RSP_VALUE_LSB != KV_RSP_MASK_LSB + KEY_W || KV_RSP_VALUE_LSB + VALUE_W != RSP_W ||
             NUM_COUNTERS != NCNT) begin
         $error("Error: REQ_W/RSP_W overridden, or kv_regs.vh does not match this engine (instance %m)");
         $finish;
@@ -330,14 +395,24 @@ reg busy_reg;                      // CLEAR_TABLE accepted / sweep running (also
 reg sweep_reg;                     // sweep writing invalid words into every way
 reg [ROW_BITS-1:0] sweep_row_reg;
 
-// a WRITE_RULE also waits for a free kv_rule_match slot (all RULE_SLOTS busy
-// only after a burst of rule writes); other requests never wait for rules
-wire in_ready = ready_reg && (rm_wr_ready || s_axis_req_tdata[RQ_OP +: 5] != OP_WRITE_RULE);
+// the request port never waits for rules: rule operations use the control port
+wire in_ready = ready_reg;
 wire accept = s_axis_req_tvalid && in_ready;
 wire rsp_take = m_axis_rsp_tvalid && m_axis_rsp_tready;
 wire [4:0] in_op = s_axis_req_tdata[RQ_OP +: 5];
 
 assign s_axis_req_tready = in_ready;
+
+// control port: its own credits; a WRITE_RULE also waits for a free
+// kv_rule_match slot (all RULE_SLOTS busy only after a burst of rule writes).
+// It never waits for the request port, nor for the clear sweep.
+reg [CCNT_W-1:0] c_pend_reg;
+reg c_ready_reg;
+wire c_in_ready = c_ready_reg && (rm_wr_ready || s_axis_ctl_req_tdata[RQ_OP +: 5] != OP_WRITE_RULE);
+wire c_accept = s_axis_ctl_req_tvalid && c_in_ready;
+wire c_rsp_take = m_axis_ctl_rsp_tvalid && m_axis_ctl_rsp_tready;
+
+assign s_axis_ctl_req_tready = c_in_ready;
 
 /*
  * Request pipeline registers, stages 0 .. E (flat vectors, stage s at s*W)
@@ -349,10 +424,7 @@ reg [NST*4-1:0]        p_bank;
 reg [NST*24-1:0]       p_index;
 reg [NST*4-1:0]        p_bank2;
 reg [NST*24-1:0]       p_index2;
-reg [NST*12-1:0]       p_entry;
-reg [NST*32-1:0]       p_prio;
 reg [NST*KEY_W-1:0]    p_key;
-reg [NST*KEY_W-1:0]    p_mask;
 reg [NST*VALUE_W-1:0]  p_value;
 reg [NST*TAG_W-1:0]    p_tag;
 // per-way bank address, valid from stage H+1
@@ -363,13 +435,24 @@ reg [NST*RIDX_W-1:0]   p_ridx;
 reg [NST*PRIO_W-1:0]   p_rprio;
 reg [NST*VALUE_W-1:0]  p_rvalue;
 
+// control lane: the same stages, one control request per stage (op,
+// flag, index, entry, prio, key, mask, value, tag); from V+2 a READ_RULE
+// carries the entry read back in flag/key/mask/prio/value
+reg [CNST-1:0]         c_valid;
+reg [CNST*5-1:0]       c_op;
+reg [CNST-1:0]         c_flag;
+reg [CNST*24-1:0]      c_index;
+reg [CNST*12-1:0]      c_entry;
+reg [CNST*32-1:0]      c_prio;
+reg [CNST*KEY_W-1:0]   c_key;
+reg [CNST*KEY_W-1:0]   c_mask;
+reg [CNST*VALUE_W-1:0] c_value;
+reg [CNST*TAG_W-1:0]   c_tag;
+reg [CNST-1:0]         c_bad;          // refused (engine.md §5.6), decided on acceptance
+
 // stage-0 views
 wire              s0_valid = p_valid[0];
-wire [4:0]        s0_op = p_op[0 +: 5];
 wire [KEY_W-1:0]  s0_key = p_key[0 +: KEY_W];
-wire [KEY_W-1:0]  s0_mask = p_mask[0 +: KEY_W];
-wire [11:0]       s0_entry = p_entry[0 +: 12];
-wire [31:0]       s0_prio = p_prio[0 +: 32];
 
 // WRITE_RULE acceptance test (engine.md §5.6), same function at every stage
 function rule_write_ok(input [11:0] entry, input [31:0] prio);
@@ -412,24 +495,36 @@ wire                 rm_wr_ready;      // kv_rule_match takes a WRITE_RULE next 
 wire                 tree_valid;
 wire [RIDX_W-1:0]    tree_idx;
 wire [PRIO_W-1:0]    tree_prio;
-wire [RULE_W-1:0]    rule_q;           // rule RAM output, stage V+1
+wire [RULE_W-1:0]    rule_q;           // rule RAM output (control lane), stage V+1
 reg                  rule_written_q;   // that entry was written since reset, stage V+1
-wire [63:0]          rh_q;             // rule hit counter RAM output, stage E
+wire [63:0]          rh_q;             // rule hit counter RAM output (request lane), stage E
 
-wire [4:0]           v_op = p_op[V_ST*5 +: 5];
-wire [RIDX_W-1:0]    v_entry = p_entry[V_ST*12 +: RIDX_W];
-wire                 v_rule_wr = p_valid[V_ST] && v_op == OP_WRITE_RULE &&
-                                 rule_write_ok(p_entry[V_ST*12 +: 12], p_prio[V_ST*32 +: 32]);
-wire [RIDX_W-1:0]    v_rd_addr = (v_op == OP_READ_RULE) ? v_entry : tree_idx;
+// control lane at stage V / V+1: WRITE_RULE writes the rule RAM at V (read
+// there by READ_RULE) and the rule value RAM at V+1 (read by LOOKUPs at V,
+// forwarded when both meet in one cycle)
+wire [4:0]           cv_op = c_op[V_ST*5 +: 5];
+wire [RIDX_W-1:0]    cv_entry = c_entry[V_ST*12 +: RIDX_W];
+wire                 cv_rule_wr = c_valid[V_ST] && cv_op == OP_WRITE_RULE &&
+                                  rule_write_ok(c_entry[V_ST*12 +: 12], c_prio[V_ST*32 +: 32]);
+wire [RIDX_W-1:0]    cv1_entry = c_entry[(V_ST+1)*12 +: RIDX_W];
+wire                 cv1_rule_wr = c_valid[V_ST+1] && c_op[(V_ST+1)*5 +: 5] == OP_WRITE_RULE &&
+                                   rule_write_ok(c_entry[(V_ST+1)*12 +: 12], c_prio[(V_ST+1)*32 +: 32]);
+wire [VALUE_W-1:0]   rval_q;           // rule value RAM output (LOOKUP winner), stage V+1
+reg                  rval_fwd_q;       // ... replaced by the control lane's write of that cycle
+reg  [VALUE_W-1:0]   rval_fwd_data_q;
 
-// rule hit counters: the RAM is read at E-1 (the winning entry of a LOOKUP,
-// else the request's entry) and written at E+1 from the write window
+// rule hit counters: two copies of one RAM (same writes), read at E-1 by the
+// request lane (a LOOKUP's winner) and by the control lane (the request's
+// entry), written at E+1 from the write window
 localparam X_ST = E_ST - 1;
-wire [4:0]           x_op = p_op[X_ST*5 +: 5];
-wire [RIDX_W-1:0]    x_rh_addr = (x_op == OP_LOOKUP) ? p_ridx[X_ST*RIDX_W +: RIDX_W] : p_entry[X_ST*12 +: RIDX_W];
+wire [RIDX_W-1:0]    x_rh_addr = p_ridx[X_ST*RIDX_W +: RIDX_W];
+wire [RIDX_W-1:0]    cx_rh_addr = c_entry[E_ST*12 +: RIDX_W];
 reg  [RULES_P-1:0]   rh_fresh;         // rule_hit[e] is in the RAM (else 0: cleared since)
 reg                  rh_fresh_q;       // fresh bit of the entry read, stage E
 reg  [RIDX_W-1:0]    rh_addr_q;        // entry read, stage E
+reg                  c_rh_fresh_q;     // the same for the control lane
+reg  [RIDX_W-1:0]    c_rh_addr_q;
+wire [63:0]          c_rh_q;           // control lane's copy of the RAM, stage E
 // write window: [0] is written to the RAM in this cycle, [1] was in the last
 reg  [1:0]           rhw_en;
 reg  [2*RIDX_W-1:0]  rhw_addr;
@@ -442,6 +537,8 @@ generate
         wire rm_busy_unused;
         reg [RULES_P-1:0] written;
 
+        // lookups from the request lane, writes from the control lane: a
+        // WRITE_RULE and the LOOKUP of the same cycle are taken lookup first
         kv_rule_match #(
             .KEY_W(KEY_W),
             .RULES(RULES),
@@ -455,12 +552,12 @@ generate
             .lookup_key(s0_key),
             .hit(rm_hit),
             .prio(rm_prio),
-            .wr_en(s0_valid && s0_op == OP_WRITE_RULE && rule_write_ok(s0_entry, s0_prio)),
-            .wr_entry(s0_entry[RIDX_W-1:0]),
-            .wr_valid(p_flag[0]),
-            .wr_match(s0_key),
-            .wr_mask(s0_mask),
-            .wr_prio(s0_prio[PRIO_W-1:0]),
+            .wr_en(c_valid[0] && c_op[0 +: 5] == OP_WRITE_RULE && rule_write_ok(c_entry[0 +: 12], c_prio[0 +: 32])),
+            .wr_entry(c_entry[0 +: RIDX_W]),
+            .wr_valid(c_flag[0]),
+            .wr_match(c_key[0 +: KEY_W]),
+            .wr_mask(c_mask[0 +: KEY_W]),
+            .wr_prio(c_prio[0 +: PRIO_W]),
             .wr_ready(rm_wr_ready),
             .rewrite_busy(rm_busy_unused)
         );
@@ -481,8 +578,9 @@ generate
         );
 
         // rule entries as READ_RULE returns them: written by WRITE_RULE and
-        // read at stage V (the same stage, so in request order); `written`
-        // marks entries written since reset (the RAM itself is not reset)
+        // read by READ_RULE at stage V of the control lane (so in control
+        // order); `written` marks entries written since reset (the RAM
+        // itself is not reset)
         kv_bank_ram #(
             .WIDTH(RULE_W),
             .ADDR_W(RIDX_W),
@@ -490,25 +588,44 @@ generate
         )
         rule_ram_inst (
             .clk(clk),
-            .wr_en(v_rule_wr),
-            .wr_addr(v_entry),
-            .wr_data({p_flag[V_ST], p_key[V_ST*KEY_W +: KEY_W], p_mask[V_ST*KEY_W +: KEY_W],
-                      p_prio[V_ST*32 +: PRIO_W], p_value[V_ST*VALUE_W +: VALUE_W]}),
-            .rd_addr(v_rd_addr),
+            .wr_en(cv_rule_wr),
+            .wr_addr(cv_entry),
+            .wr_data({c_flag[V_ST], c_key[V_ST*KEY_W +: KEY_W], c_mask[V_ST*KEY_W +: KEY_W],
+                      c_prio[V_ST*32 +: PRIO_W], c_value[V_ST*VALUE_W +: VALUE_W]}),
+            .rd_addr(cv_entry),
             .rd_data(rule_q)
         );
 
+        // rule values for LOOKUPs: written at control stage V+1, read at
+        // request stage V; a write in the cycle of the read is forwarded
+        // (that write belongs to a WRITE_RULE accepted before the LOOKUP)
+        kv_bank_ram #(
+            .WIDTH(VALUE_W),
+            .ADDR_W(RIDX_W),
+            .RD_LAT(1)
+        )
+        value_ram_inst (
+            .clk(clk),
+            .wr_en(cv1_rule_wr),
+            .wr_addr(cv1_entry),
+            .wr_data(c_value[(V_ST+1)*VALUE_W +: VALUE_W]),
+            .rd_addr(tree_idx),
+            .rd_data(rval_q)
+        );
+
         always @(posedge clk) begin
-            rule_written_q <= written[v_rd_addr];
-            if (v_rule_wr) begin
-                written[v_entry] <= 1'b1;
+            rule_written_q <= written[cv_entry];
+            if (cv_rule_wr) begin
+                written[cv_entry] <= 1'b1;
             end
+            rval_fwd_q <= cv1_rule_wr && cv1_entry == tree_idx;
+            rval_fwd_data_q <= c_value[(V_ST+1)*VALUE_W +: VALUE_W];
             if (rst) begin
                 written <= {RULES_P{1'b0}};
             end
         end
 
-        // rule hit counters (64 bits per entry)
+        // rule hit counters (64 bits per entry), one copy per reading lane
         kv_bank_ram #(
             .WIDTH(64),
             .ADDR_W(RIDX_W),
@@ -522,15 +639,33 @@ generate
             .rd_addr(x_rh_addr),
             .rd_data(rh_q)
         );
+
+        kv_bank_ram #(
+            .WIDTH(64),
+            .ADDR_W(RIDX_W),
+            .RD_LAT(1)
+        )
+        hits_ctl_ram_inst (
+            .clk(clk),
+            .wr_en(rhw_en[0]),
+            .wr_addr(rhw_addr[0 +: RIDX_W]),
+            .wr_data(rhw_data[0 +: 64]),
+            .rd_addr(cx_rh_addr),
+            .rd_data(c_rh_q)
+        );
     end else begin : no_rules
         assign rm_wr_ready = 1'b1;
         assign tree_valid = 1'b0;
         assign tree_idx = {RIDX_W{1'b0}};
         assign tree_prio = {PRIO_W{1'b0}};
         assign rule_q = {RULE_W{1'b0}};
+        assign rval_q = {VALUE_W{1'b0}};
         assign rh_q = 64'd0;
+        assign c_rh_q = 64'd0;
         always @(posedge clk) begin
             rule_written_q <= 1'b0;
+            rval_fwd_q <= 1'b0;
+            rval_fwd_data_q <= {VALUE_W{1'b0}};
         end
     end
 endgenerate
@@ -585,10 +720,7 @@ wire [3:0]        e_bank = p_bank[E_ST*4 +: 4];
 wire [23:0]       e_index = p_index[E_ST*24 +: 24];
 wire [3:0]        e_bank2 = p_bank2[E_ST*4 +: 4];
 wire [23:0]       e_index2 = p_index2[E_ST*24 +: 24];
-wire [11:0]       e_entry = p_entry[E_ST*12 +: 12];
-wire [31:0]       e_prio = p_prio[E_ST*32 +: 32];
 wire [KEY_W-1:0]  e_key = p_key[E_ST*KEY_W +: KEY_W];
-wire [KEY_W-1:0]  e_mask = p_mask[E_ST*KEY_W +: KEY_W];
 wire [VALUE_W-1:0] e_value = p_value[E_ST*VALUE_W +: VALUE_W];
 wire [TAG_W-1:0]  e_tag = p_tag[E_ST*TAG_W +: TAG_W];
 wire [WAYS*ROW_BITS-1:0] e_addr = p_addr[E_ST*WAYS*ROW_BITS +: WAYS*ROW_BITS];
@@ -609,9 +741,7 @@ reg [NCNT-1:0]          cnt_inc;        // counters to increment by one
 reg                     occ_set;        // occupancy <= occ_next
 reg [63:0]              occ_next;
 reg                     do_clear_table;
-reg                     do_clear_counters;
 reg                     rh_inc;         // rule_hit[e_ridx] += 1
-reg                     rh_zero;        // rule_hit[e_entry] <= 0
 reg  [63:0]             rh_base;        // rule_hit[] of the entry read at E-1, forwarded
 reg                     rh_we;          // rule hit counter write (into the window)
 reg  [RIDX_W-1:0]       rh_waddr;
@@ -622,9 +752,7 @@ reg [3:0]         r_status;
 reg               r_flag;
 reg [11:0]        r_entry;
 reg [31:0]        r_prio;
-reg [63:0]        r_data64;
 reg [KEY_W-1:0]   r_key;
-reg [KEY_W-1:0]   r_mask;
 reg [VALUE_W-1:0] r_value;
 
 // work variables of the execute logic
@@ -641,7 +769,7 @@ reg [ENT_W-1:0]   slot1, slot2;     // contents of (bank, index) and (bank2, ind
 reg [6:0]         copies;
 reg [63:0]        occ;
 
-integer w, j, i, c;
+integer w, j, i;
 
 // slot address check (engine.md §4)
 function addr_ok(input [3:0] f_bank, input [23:0] f_index);
@@ -652,8 +780,6 @@ function addr_ok(input [3:0] f_bank, input [23:0] f_index);
 endfunction
 
 always @* begin
-    // loop variables start defined on every path (no latch is inferred for them)
-    c = 0;
     // forwarding: newest window write to the same row wins over the RAM word
     fwd = ram_q;
     for (w = 0; w < WAYS; w = w + 1) begin
@@ -744,9 +870,7 @@ always @* begin
     occ_set = 1'b0;
     occ_next = occ;
     do_clear_table = 1'b0;
-    do_clear_counters = 1'b0;
     rh_inc = 1'b0;
-    rh_zero = 1'b0;
 
     // rule hit counter of the entry read at E-1: the newest write still in the
     // window, else the RAM word if written since the last CLEAR_COUNTERS, else 0
@@ -757,14 +881,17 @@ always @* begin
     if (rhw_en[0] && rhw_addr[0 +: RIDX_W] == rh_addr_q) begin
         rh_base = rhw_data[0 +: 64];
     end
+    // cleared (CLEAR_COUNTERS) or zeroed (WRITE_RULE) by the control lane in
+    // this cycle: that control request comes first
+    if (do_clear_counters || (c_rh_zero && ce_entry[RIDX_W-1:0] == rh_addr_q)) begin
+        rh_base = 64'd0;
+    end
 
     r_status = ST_OK;
     r_flag = 1'b0;
     r_entry = 12'd0;
     r_prio = 32'd0;
-    r_data64 = 64'd0;
     r_key = {KEY_W{1'b0}};
-    r_mask = {KEY_W{1'b0}};
     r_value = {VALUE_W{1'b0}};
 
     case (e_op)
@@ -908,56 +1035,13 @@ always @* begin
                 r_status = ST_REFUSED;
             end
         end
-        OP_WRITE_RULE: begin
-            // the entry itself was written at stage 0 (match) and V (value)
-            if (rule_write_ok(e_entry, e_prio)) begin
-                rh_zero = 1'b1;
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
-        OP_READ_RULE: begin
-            if ({1'b0, e_entry} < RULES_C) begin
-                // valid/match/mask/prio/value were read from the rule RAM at
-                // stage V into flag/key/mask/prio/rvalue (zero if never written)
-                r_flag = e_flag;
-                r_entry = e_entry;
-                r_prio = e_prio;
-                r_key = e_key;
-                r_mask = e_mask;
-                r_value = e_rvalue;
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
         OP_CLEAR_TABLE: begin
             do_clear_table = 1'b1;
             occ_set = 1'b1;
             occ_next = 64'd0;
         end
-        OP_CLEAR_COUNTERS: begin
-            do_clear_counters = 1'b1;
-        end
-        OP_READ_COUNTER: begin
-            if (e_index < NCNT) begin
-                for (c = 0; c < NCNT; c = c + 1) begin
-                    if (e_index == c[23:0]) begin
-                        r_data64 = counters[c*64 +: 64];
-                    end
-                end
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
-        OP_READ_RULE_HITS: begin
-            if ({1'b0, e_entry} < RULES_C) begin
-                r_data64 = rh_base;
-                r_entry = e_entry;
-            end else begin
-                r_status = ST_REFUSED;
-            end
-        end
         default: begin
+            // unknown opcodes and the control port's (KV_OP_CTL_MASK)
             r_status = ST_REFUSED;
         end
     endcase
@@ -973,14 +1057,84 @@ always @* begin
         cnt_inc = {NCNT{1'b0}};
         occ_set = 1'b0;
         do_clear_table = 1'b0;
-        do_clear_counters = 1'b0;
         rh_inc = 1'b0;
-        rh_zero = 1'b0;
     end
 
-    rh_we = rh_inc || rh_zero;
-    rh_waddr = rh_inc ? e_ridx : e_entry[RIDX_W-1:0];
-    rh_wdata = rh_zero ? 64'd0 : rh_base + 64'd1;
+    rh_we = rh_inc;
+    rh_waddr = e_ridx;
+    rh_wdata = rh_base + 64'd1;
+end
+
+/*
+ * Control lane execute (stage E+1 of the control lane).  A control request
+ * accepted in cycle t executes in the cycle in which the request lane
+ * executes the request accepted in t+1, and goes first: it reads the
+ * counters and rule hit counts left by the requests accepted up to t (all
+ * in registers and the forwarding window, no path from the request lane's
+ * execute), and the request lane's execute of the same cycle applies its
+ * updates after this one's clears (engine.md §5.7).
+ */
+wire              ce_valid = c_valid[CE_ST];
+wire [4:0]        ce_op = c_op[CE_ST*5 +: 5];
+wire [11:0]       ce_entry = c_entry[CE_ST*12 +: 12];
+wire [23:0]       ce_index = c_index[CE_ST*24 +: 24];
+wire [TAG_W-1:0]  ce_tag = c_tag[CE_ST*TAG_W +: TAG_W];
+wire              ce_bad = c_bad[CE_ST];
+
+reg               do_clear_counters;
+reg               c_rh_zero;      // rule_hit[ce_entry] <= 0 (WRITE_RULE)
+reg               c_cmd_error;    // refused: cmd_errors += 1
+reg  [63:0]       c_rh_base;      // rule_hit[] of the entry read at control stage E, forwarded
+reg  [3:0]        c_status;
+reg  [63:0]       c_data64;
+reg  [63:0]       cnt_now;        // counter ce_index
+
+integer cc;
+
+always @* begin
+    do_clear_counters = 1'b0;
+    c_rh_zero = 1'b0;
+    c_status = ST_OK;
+    c_data64 = 64'd0;
+
+    // rule hit count of the entry read one stage earlier: the newest window
+    // write, else the RAM word if fresh, else 0 (as the request lane's)
+    c_rh_base = c_rh_fresh_q ? c_rh_q : 64'd0;
+    if (rhw_en[1] && rhw_addr[RIDX_W +: RIDX_W] == c_rh_addr_q) begin
+        c_rh_base = rhw_data[64 +: 64];
+    end
+    if (rhw_en[0] && rhw_addr[0 +: RIDX_W] == c_rh_addr_q) begin
+        c_rh_base = rhw_data[0 +: 64];
+    end
+
+    cnt_now = 64'd0;
+    for (cc = 0; cc < NCNT; cc = cc + 1) begin
+        if (ce_index == cc[23:0]) begin
+            cnt_now = counters[cc*64 +: 64];
+        end
+    end
+
+    // WRITE_RULE: matcher written at stage 0, rule RAM at V, value RAM at
+    // V+1, its rule_hit zeroed here; READ_RULE: flag/key/mask/value were
+    // replaced at V+2 by the rule RAM word
+    if (ce_bad) begin
+        c_status = ST_REFUSED;
+    end else begin
+        case (ce_op)
+            OP_WRITE_RULE: c_rh_zero = 1'b1;
+            OP_CLEAR_COUNTERS: do_clear_counters = 1'b1;
+            OP_READ_COUNTER: c_data64 = cnt_now;
+            OP_READ_RULE_HITS: c_data64 = c_rh_base;
+            default: c_data64 = 64'd0;
+        endcase
+    end
+    c_cmd_error = ce_bad;
+
+    if (!ce_valid) begin
+        do_clear_counters = 1'b0;
+        c_rh_zero = 1'b0;
+        c_cmd_error = 1'b0;
+    end
 end
 
 /*
@@ -991,29 +1145,26 @@ reg [FIFO_AW-1:0] fifo_wr_ptr;
 reg [FIFO_AW-1:0] fifo_rd_ptr;
 reg [CNT_W-1:0]   fifo_count;
 
-reg [RSP_W-1:0] rsp_word;
+reg [RS_DATA64-1:0] rsp_low;   // the response fields below data64
 
 always @* begin
-    rsp_word = {RSP_W{1'b0}};
-    rsp_word[RS_OP +: 5] = e_op;
-    rsp_word[RS_STATUS +: 4] = r_status;
-    rsp_word[RS_FLAG] = r_flag;
-    rsp_word[RS_ENTRY +: 12] = r_entry;
-    rsp_word[RS_PRIO +: 32] = r_prio;
-    rsp_word[RS_DATA64 +: 64] = r_data64;
-    rsp_word[RS_KEY +: KEY_W] = r_key;
-    rsp_word[RS_MASK +: KEY_W] = r_mask;
-    rsp_word[RS_VALUE +: VALUE_W] = r_value;
+    rsp_low = {RS_DATA64{1'b0}};
+    rsp_low[RS_OP +: 5] = e_op;
+    rsp_low[RS_STATUS +: 4] = r_status;
+    rsp_low[RS_FLAG] = r_flag;
+    rsp_low[RS_ENTRY +: 12] = r_entry;
+    rsp_low[RS_PRIO +: 32] = r_prio;
 end
 wire [FIFO_W-1:0] fifo_out = fifo_mem[fifo_rd_ptr];
 
 assign m_axis_rsp_tvalid = fifo_count != 0;
-assign m_axis_rsp_tdata = fifo_out[RSP_W-1:0];
-assign m_axis_rsp_tuser = fifo_out[RSP_W +: TAG_W];
+assign m_axis_rsp_tdata = {fifo_out[RS_DATA64+KEY_W +: VALUE_W], {KEY_W{1'b0}},
+                          fifo_out[RS_DATA64 +: KEY_W], 64'd0, fifo_out[0 +: RS_DATA64]};
+assign m_axis_rsp_tuser = fifo_out[FIFO_W-TAG_W +: TAG_W];
 
 always @(posedge clk) begin
     if (e_valid) begin
-        fifo_mem[fifo_wr_ptr] <= {e_tag, rsp_word};
+        fifo_mem[fifo_wr_ptr] <= {e_tag, r_value, r_key, rsp_low};
     end
 end
 
@@ -1023,6 +1174,57 @@ function [FIFO_AW-1:0] ptr_inc(input [FIFO_AW-1:0] p);
             ptr_inc = {FIFO_AW{1'b0}};
         end else begin
             ptr_inc = p + 1'b1;
+        end
+    end
+endfunction
+
+/*
+ * Control response FIFO
+ */
+reg [CFIFO_W-1:0]  cfifo_mem [0:CTL_FIFO_DEPTH-1];
+reg [CFIFO_AW-1:0] cfifo_wr_ptr;
+reg [CFIFO_AW-1:0] cfifo_rd_ptr;
+reg [CCNT_W-1:0]   cfifo_count;
+
+reg [RSP_W-1:0] c_rsp_word;
+
+// READ_RULE returns the entry read back (flag/key/mask/value of the lane
+// are zero from V+2 for every other request), READ_RULE_HITS its entry;
+// nothing else echoes a field
+always @* begin
+    c_rsp_word = {RSP_W{1'b0}};
+    c_rsp_word[RS_OP +: 5] = ce_op;
+    c_rsp_word[RS_STATUS +: 4] = c_status;
+    c_rsp_word[RS_DATA64 +: 64] = c_data64;
+    if (!ce_bad && (ce_op == OP_READ_RULE || ce_op == OP_READ_RULE_HITS)) begin
+        c_rsp_word[RS_ENTRY +: 12] = ce_entry;
+    end
+    if (!ce_bad && ce_op == OP_READ_RULE) begin
+        c_rsp_word[RS_PRIO +: 32] = c_prio[CE_ST*32 +: 32];
+    end
+    c_rsp_word[RS_FLAG] = c_flag[CE_ST];
+    c_rsp_word[RS_KEY +: KEY_W] = c_key[CE_ST*KEY_W +: KEY_W];
+    c_rsp_word[RS_MASK +: KEY_W] = c_mask[CE_ST*KEY_W +: KEY_W];
+    c_rsp_word[RS_VALUE +: VALUE_W] = c_value[CE_ST*VALUE_W +: VALUE_W];
+end
+wire [CFIFO_W-1:0] cfifo_out = cfifo_mem[cfifo_rd_ptr];
+
+assign m_axis_ctl_rsp_tvalid = cfifo_count != 0;
+assign m_axis_ctl_rsp_tdata = cfifo_out[RSP_W-1:0];
+assign m_axis_ctl_rsp_tuser = cfifo_out[RSP_W +: TAG_W];
+
+always @(posedge clk) begin
+    if (ce_valid) begin
+        cfifo_mem[cfifo_wr_ptr] <= {ce_tag, c_rsp_word};
+    end
+end
+
+function [CFIFO_AW-1:0] cptr_inc(input [CFIFO_AW-1:0] p);
+    begin
+        if ({{(32-CFIFO_AW){1'b0}}, p} == CTL_FIFO_DEPTH - 1) begin
+            cptr_inc = {CFIFO_AW{1'b0}};
+        end else begin
+            cptr_inc = p + 1'b1;
         end
     end
 endfunction
@@ -1039,10 +1241,7 @@ reg [NST*4-1:0]        p_bank_next;
 reg [NST*24-1:0]       p_index_next;
 reg [NST*4-1:0]        p_bank2_next;
 reg [NST*24-1:0]       p_index2_next;
-reg [NST*12-1:0]       p_entry_next;
-reg [NST*32-1:0]       p_prio_next;
 reg [NST*KEY_W-1:0]    p_key_next;
-reg [NST*KEY_W-1:0]    p_mask_next;
 reg [NST*VALUE_W-1:0]  p_value_next;
 reg [NST*TAG_W-1:0]    p_tag_next;
 reg [NST*WAYS*ROW_BITS-1:0] p_addr_next;
@@ -1064,10 +1263,7 @@ always @* begin
     p_index_next = {p_index[(NST-1)*24-1:0], p_index[0 +: 24]};
     p_bank2_next = {p_bank2[(NST-1)*4-1:0], p_bank2[0 +: 4]};
     p_index2_next = {p_index2[(NST-1)*24-1:0], p_index2[0 +: 24]};
-    p_entry_next = {p_entry[(NST-1)*12-1:0], p_entry[0 +: 12]};
-    p_prio_next = {p_prio[(NST-1)*32-1:0], p_prio[0 +: 32]};
     p_key_next = {p_key[(NST-1)*KEY_W-1:0], p_key[0 +: KEY_W]};
-    p_mask_next = {p_mask[(NST-1)*KEY_W-1:0], p_mask[0 +: KEY_W]};
     p_value_next = {p_value[(NST-1)*VALUE_W-1:0], p_value[0 +: VALUE_W]};
     p_tag_next = {p_tag[(NST-1)*TAG_W-1:0], p_tag[0 +: TAG_W]};
     p_addr_next = {p_addr[(NST-1)*WAYS*ROW_BITS-1:0], p_addr[0 +: WAYS*ROW_BITS]};
@@ -1084,10 +1280,7 @@ always @* begin
         p_index_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX +: 24];
         p_bank2_next[0 +: 4] = s_axis_req_tdata[RQ_BANK2 +: 4];
         p_index2_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX2 +: 24];
-        p_entry_next[0 +: 12] = s_axis_req_tdata[RQ_ENTRY +: 12];
-        p_prio_next[0 +: 32] = s_axis_req_tdata[RQ_PRIO +: 32];
         p_key_next[0 +: KEY_W] = s_axis_req_tdata[RQ_KEY +: KEY_W];
-        p_mask_next[0 +: KEY_W] = s_axis_req_tdata[RQ_MASK +: KEY_W];
         p_value_next[0 +: VALUE_W] = s_axis_req_tdata[RQ_VALUE +: VALUE_W];
         p_tag_next[0 +: TAG_W] = s_axis_req_tuser;
     end
@@ -1103,18 +1296,81 @@ always @* begin
         end
     end
 
-    // stage V -> V+1: rule result; V+1 -> V+2: rule value (winner of a
-    // LOOKUP), or all of the entry for READ_RULE (zero if never written)
+    // stage V -> V+1: rule result; V+1 -> V+2: rule value of the winner
+    // (the control lane's write of that cycle forwarded)
     p_rhit_next[V_ST+1] = tree_valid;
     p_ridx_next[(V_ST+1)*RIDX_W +: RIDX_W] = tree_idx;
     p_rprio_next[(V_ST+1)*PRIO_W +: PRIO_W] = tree_prio;
-    p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_q[0 +: VALUE_W];
-    if (p_op[(V_ST+1)*5 +: 5] == OP_READ_RULE) begin
-        p_flag_next[V_ST+2] = rule_written_q && rule_q[RULE_W-1];
-        p_key_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W+KEY_W +: KEY_W] : {KEY_W{1'b0}};
-        p_mask_next[(V_ST+2)*KEY_W +: KEY_W] = rule_written_q ? rule_q[VALUE_W+PRIO_W +: KEY_W] : {KEY_W{1'b0}};
-        p_prio_next[(V_ST+2)*32 +: 32] = rule_written_q ? {{(32-PRIO_W){1'b0}}, rule_q[VALUE_W +: PRIO_W]} : 32'd0;
-        p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rule_written_q ? rule_q[0 +: VALUE_W] : {VALUE_W{1'b0}};
+    p_rvalue_next[(V_ST+2)*VALUE_W +: VALUE_W] = rval_fwd_q ? rval_fwd_data_q : rval_q;
+end
+
+// control lane: the same shift; stage 0 takes the accepted control request;
+// V+1 -> V+2: a READ_RULE takes the entry read back (zero if never written)
+wire c_rr = c_op[(V_ST+1)*5 +: 5] == OP_READ_RULE && {1'b0, c_entry[(V_ST+1)*12 +: 12]} < RULES_C;
+wire c_rr_written = c_rr && rule_written_q;
+reg [CNST-1:0]         c_valid_next;
+reg [CNST*5-1:0]       c_op_next;
+reg [CNST-1:0]         c_flag_next;
+reg [CNST*24-1:0]      c_index_next;
+reg [CNST*12-1:0]      c_entry_next;
+reg [CNST*32-1:0]      c_prio_next;
+reg [CNST*KEY_W-1:0]   c_key_next;
+reg [CNST*KEY_W-1:0]   c_mask_next;
+reg [CNST*VALUE_W-1:0] c_value_next;
+reg [CNST*TAG_W-1:0]   c_tag_next;
+reg [CNST-1:0]         c_bad_next;
+
+// a control request the engine refuses (engine.md §5.6): an opcode not of
+// the control port, an entry >= RULES, a priority >= 2^PRIO_W, a counter id
+// that is none
+function ctl_refused(input [4:0] op, input [11:0] entry, input [31:0] prio, input [23:0] index);
+    begin
+        case (op)
+            OP_WRITE_RULE: ctl_refused = !rule_write_ok(entry, prio);
+            OP_READ_RULE, OP_READ_RULE_HITS: ctl_refused = {1'b0, entry} >= RULES_C;
+            OP_CLEAR_COUNTERS: ctl_refused = 1'b0;
+            OP_READ_COUNTER: ctl_refused = index >= NCNT;
+            default: ctl_refused = 1'b1;
+        endcase
+    end
+endfunction
+
+always @* begin
+    c_valid_next = {c_valid[CNST-2:0], c_accept};
+    c_op_next = {c_op[(CNST-1)*5-1:0], c_op[0 +: 5]};
+    c_flag_next = {c_flag[CNST-2:0], c_flag[0]};
+    c_index_next = {c_index[(CNST-1)*24-1:0], c_index[0 +: 24]};
+    c_entry_next = {c_entry[(CNST-1)*12-1:0], c_entry[0 +: 12]};
+    c_prio_next = {c_prio[(CNST-1)*32-1:0], c_prio[0 +: 32]};
+    c_key_next = {c_key[(CNST-1)*KEY_W-1:0], c_key[0 +: KEY_W]};
+    c_mask_next = {c_mask[(CNST-1)*KEY_W-1:0], c_mask[0 +: KEY_W]};
+    c_value_next = {c_value[(CNST-1)*VALUE_W-1:0], c_value[0 +: VALUE_W]};
+    c_tag_next = {c_tag[(CNST-1)*TAG_W-1:0], c_tag[0 +: TAG_W]};
+    c_bad_next = {c_bad[CNST-2:0], c_bad[0]};
+
+    if (c_accept) begin
+        c_op_next[0 +: 5] = s_axis_ctl_req_tdata[RQ_OP +: 5];
+        c_flag_next[0] = s_axis_ctl_req_tdata[RQ_FLAG];
+        c_index_next[0 +: 24] = s_axis_ctl_req_tdata[RQ_INDEX +: 24];
+        c_entry_next[0 +: 12] = s_axis_ctl_req_tdata[RQ_ENTRY +: 12];
+        c_prio_next[0 +: 32] = s_axis_ctl_req_tdata[RQ_PRIO +: 32];
+        c_key_next[0 +: KEY_W] = s_axis_ctl_req_tdata[RQ_KEY +: KEY_W];
+        c_mask_next[0 +: KEY_W] = s_axis_ctl_req_tdata[RQ_MASK +: KEY_W];
+        c_value_next[0 +: VALUE_W] = s_axis_ctl_req_tdata[RQ_VALUE +: VALUE_W];
+        c_tag_next[0 +: TAG_W] = s_axis_ctl_req_tuser;
+        c_bad_next[0] = ctl_refused(s_axis_ctl_req_tdata[RQ_OP +: 5], s_axis_ctl_req_tdata[RQ_ENTRY +: 12],
+                                    s_axis_ctl_req_tdata[RQ_PRIO +: 32], s_axis_ctl_req_tdata[RQ_INDEX +: 24]);
+    end
+
+    // from V+2 on flag/key/mask/value are what the response returns: the entry
+    // of a READ_RULE (zero if never written), zero for every other request
+    // (nothing after V needs them); prio keeps a WRITE_RULE's for its check
+    c_flag_next[V_ST+2] = c_rr_written && rule_q[RULE_W-1];
+    c_key_next[(V_ST+2)*KEY_W +: KEY_W] = c_rr_written ? rule_q[VALUE_W+PRIO_W+KEY_W +: KEY_W] : {KEY_W{1'b0}};
+    c_mask_next[(V_ST+2)*KEY_W +: KEY_W] = c_rr_written ? rule_q[VALUE_W+PRIO_W +: KEY_W] : {KEY_W{1'b0}};
+    c_value_next[(V_ST+2)*VALUE_W +: VALUE_W] = c_rr_written ? rule_q[0 +: VALUE_W] : {VALUE_W{1'b0}};
+    if (c_rr) begin
+        c_prio_next[(V_ST+2)*32 +: 32] = rule_written_q ? {{(32-PRIO_W){1'b0}}, rule_q[VALUE_W +: PRIO_W]} : 32'd0;
     end
 end
 
@@ -1123,6 +1379,8 @@ end
  */
 reg [CNT_W-1:0] pend_next;
 reg busy_next;
+
+wire [CCNT_W-1:0] c_pend_next = c_pend_reg + {{(CCNT_W-1){1'b0}}, c_accept} - {{(CCNT_W-1){1'b0}}, c_rsp_take};
 
 always @* begin
     pend_next = pend_reg + {{(CNT_W-1){1'b0}}, accept} - {{(CNT_W-1){1'b0}}, rsp_take};
@@ -1137,11 +1395,19 @@ end
 
 integer si, sc;
 
+// cmd_errors after this cycle's control request (cleared, or + its refusal),
+// plus 0 or 1 for the request lane's
+wire [63:0] cmd_err_base = do_clear_counters ? 64'd0 : counters[C_CMD_ERRORS*64 +: 64];
+wire [63:0] cmd_err_plus0 = cmd_err_base + {63'd0, c_cmd_error};
+wire [63:0] cmd_err_plus1 = cmd_err_base + {62'd0, c_cmd_error, !c_cmd_error};
+
 always @(posedge clk) begin
     // admission
     pend_reg <= pend_next;
     busy_reg <= busy_next;
     ready_reg <= !busy_next && pend_next < RSP_FIFO_DEPTH;
+    c_pend_reg <= c_pend_next;
+    c_ready_reg <= c_pend_next < CTL_FIFO_DEPTH;
 
     // clear sweep
     if (sweep_reg) begin
@@ -1163,10 +1429,7 @@ always @(posedge clk) begin
     p_index <= p_index_next;
     p_bank2 <= p_bank2_next;
     p_index2 <= p_index2_next;
-    p_entry <= p_entry_next;
-    p_prio <= p_prio_next;
     p_key <= p_key_next;
-    p_mask <= p_mask_next;
     p_value <= p_value_next;
     p_tag <= p_tag_next;
     p_addr <= p_addr_next;
@@ -1174,6 +1437,17 @@ always @(posedge clk) begin
     p_ridx <= p_ridx_next;
     p_rprio <= p_rprio_next;
     p_rvalue <= p_rvalue_next;
+    c_valid <= c_valid_next;
+    c_op <= c_op_next;
+    c_flag <= c_flag_next;
+    c_index <= c_index_next;
+    c_entry <= c_entry_next;
+    c_prio <= c_prio_next;
+    c_key <= c_key_next;
+    c_mask <= c_mask_next;
+    c_value <= c_value_next;
+    c_tag <= c_tag_next;
+    c_bad <= c_bad_next;
 
     // forwarding window / RAM write port: shift in the writes of this cycle's execute
     // (cleared by CLEAR_TABLE: the sweep follows, older writes must not be forwarded past it)
@@ -1194,31 +1468,43 @@ always @(posedge clk) begin
         end
     end
 
-    // counters
+    // counters: the control lane's clear first, then the request lane's
+    // increment; cmd_errors may count one refusal of each lane (the request
+    // lane's, decided late, only selects between two early sums)
     for (sc = 0; sc < NCNT; sc = sc + 1) begin
-        if (cnt_inc[sc]) begin
+        if (sc == C_CMD_ERRORS) begin
+            counters[sc*64 +: 64] <= cnt_inc[sc] ? cmd_err_plus1 : cmd_err_plus0;
+        end else if (do_clear_counters && sc != C_OCCUPANCY) begin
+            counters[sc*64 +: 64] <= {63'd0, cnt_inc[sc]};
+        end else if (cnt_inc[sc]) begin
             counters[sc*64 +: 64] <= counters[sc*64 +: 64] + 64'd1;
-        end
-        if (do_clear_counters && sc != C_OCCUPANCY) begin
-            counters[sc*64 +: 64] <= 64'd0;
         end
     end
     if (occ_set) begin
         counters[C_OCCUPANCY*64 +: 64] <= occ_next;
     end
 
-    // rule hit counters: read at E-1, forwarded at E, written at E+1
-    rh_fresh_q <= rh_fresh[x_rh_addr] && !do_clear_counters;
+    // rule hit counters: read at E-1, forwarded at E, written at E+1.
+    // CLEAR_COUNTERS (all) and WRITE_RULE (its entry) at control stage E+1
+    // clear the fresh bits and drop the older window writes they cover; the
+    // request lane's write of the same cycle comes after them and stays
+    rh_fresh_q <= rh_fresh[x_rh_addr] && !do_clear_counters &&
+                  !(c_rh_zero && x_rh_addr == ce_entry[RIDX_W-1:0]);
     rh_addr_q <= x_rh_addr;
-    rhw_en <= do_clear_counters ? 2'b00 : {rhw_en[0], rh_we};
+    c_rh_fresh_q <= rh_fresh[cx_rh_addr] && !do_clear_counters &&
+                    !(c_rh_zero && cx_rh_addr == ce_entry[RIDX_W-1:0]);
+    c_rh_addr_q <= cx_rh_addr;
+    rhw_en[1] <= rhw_en[0] && !do_clear_counters &&
+                 !(c_rh_zero && rhw_addr[0 +: RIDX_W] == ce_entry[RIDX_W-1:0]);
+    rhw_en[0] <= rh_we;
     rhw_addr <= {rhw_addr[0 +: RIDX_W], rh_waddr};
     rhw_data <= {rhw_data[0 +: 64], rh_wdata};
     for (si = 0; si < RULES_P; si = si + 1) begin
-        if (rh_we && rh_waddr == si[RIDX_W-1:0]) begin
-            rh_fresh[si] <= 1'b1;
-        end
-        if (do_clear_counters || RULES == 0) begin
+        if (do_clear_counters || RULES == 0 || (c_rh_zero && ce_entry[RIDX_W-1:0] == si[RIDX_W-1:0])) begin
             rh_fresh[si] <= 1'b0;
+        end
+        if (rh_we && rh_waddr == si[RIDX_W-1:0] && RULES > 0) begin
+            rh_fresh[si] <= 1'b1;
         end
     end
 
@@ -1230,6 +1516,13 @@ always @(posedge clk) begin
         fifo_rd_ptr <= ptr_inc(fifo_rd_ptr);
     end
     fifo_count <= fifo_count + {{(CNT_W-1){1'b0}}, e_valid} - {{(CNT_W-1){1'b0}}, rsp_take};
+    if (ce_valid) begin
+        cfifo_wr_ptr <= cptr_inc(cfifo_wr_ptr);
+    end
+    if (c_rsp_take) begin
+        cfifo_rd_ptr <= cptr_inc(cfifo_rd_ptr);
+    end
+    cfifo_count <= cfifo_count + {{(CCNT_W-1){1'b0}}, ce_valid} - {{(CCNT_W-1){1'b0}}, c_rsp_take};
 
     if (rst) begin
         pend_reg <= {CNT_W{1'b0}};
@@ -1238,6 +1531,12 @@ always @(posedge clk) begin
         sweep_reg <= 1'b1;
         sweep_row_reg <= {ROW_BITS{1'b0}};
         p_valid <= {NST{1'b0}};
+        c_pend_reg <= {CCNT_W{1'b0}};
+        c_ready_reg <= 1'b0;
+        c_valid <= {CNST{1'b0}};
+        cfifo_wr_ptr <= {CFIFO_AW{1'b0}};
+        cfifo_rd_ptr <= {CFIFO_AW{1'b0}};
+        cfifo_count <= {CCNT_W{1'b0}};
         win_we <= {WIN*WAYS{1'b0}};
         st_valid <= {STASH_N{1'b0}};
         counters <= {NCNT*64{1'b0}};

@@ -23,6 +23,14 @@ with the Ethernet front-end)
  * memcached core of kv_top), routing responses back by tag; the engine's
  * tags are then one bit wider.  With FE_PORT = 0 those streams are unused:
  * s_axis_fe_req_tready and m_axis_fe_rsp_tvalid stay 0.
+ *
+ * The mailbox's commands go to the engine port their opcode names
+ * (KV_OP_CTL_MASK, docs/engine.md §5.7): rule and counter operations to the
+ * control port, which never holds the request port (nor the front-end's
+ * lookups behind the arbiter); all others to the request port (through the
+ * arbiter with FE_PORT = 1).  The mailbox has one command in flight, so its
+ * responses come back from one port at a time; should both be valid (only
+ * after CTRL.ABORT) the request port's goes first.
  */
 module kv_engine_top #
 (
@@ -56,6 +64,8 @@ module kv_engine_top #
     parameter RULE_SLOTS = 4,
     // Engine response FIFO depth (admission credit): > engine latency for full rate
     parameter RSP_FIFO_DEPTH = 16,
+    // Engine control-port response FIFO depth: >= 2
+    parameter CTL_FIFO_DEPTH = 4,
     // 1: a second requester on s_axis_fe_req / m_axis_fe_rsp (kv_mc_arb); 0: none
     parameter FE_PORT = 0
 )
@@ -121,7 +131,18 @@ initial begin
     end
 end
 
+`include "kv_regs.vh"
+
 // mailbox streams
+wire [REQ_W-1:0]            mbx_req_tdata;
+wire [TAG_W-1:0]            mbx_req_tuser;
+wire                        mbx_req_tvalid;
+wire                        mbx_req_tready;
+wire [RSP_W-1:0]            mbx_rsp_tdata;
+wire [TAG_W-1:0]            mbx_rsp_tuser;
+wire                        mbx_rsp_tvalid;
+wire                        mbx_rsp_tready;
+// the mailbox's request-port share (to the arbiter or the engine)
 wire [REQ_W-1:0]            req_tdata;
 wire [TAG_W-1:0]            req_tuser;
 wire                        req_tvalid;
@@ -130,6 +151,13 @@ wire [RSP_W-1:0]            rsp_tdata;
 wire [TAG_W-1:0]            rsp_tuser;
 wire                        rsp_tvalid;
 wire                        rsp_tready;
+// the mailbox's control-port share (straight to the engine)
+wire [ENG_TAG_W-1:0]        ctl_rsp_tuser;
+wire [RSP_W-1:0]            ctl_rsp_tdata;
+wire                        ctl_rsp_tvalid;
+wire                        ctl_rsp_tready;
+wire                        ctl_req_tready;
+wire [ENG_TAG_W-1:0]        ctl_req_tuser;     // the mailbox tag, zero-extended to the engine's
 // engine streams
 wire [REQ_W-1:0]            eng_req_tdata;
 wire [ENG_TAG_W-1:0]        eng_req_tuser;
@@ -176,16 +204,30 @@ csr_inst (
     .s_axil_rresp(s_axil_rresp),
     .s_axil_rvalid(s_axil_rvalid),
     .s_axil_rready(s_axil_rready),
-    .m_axis_req_tdata(req_tdata),
-    .m_axis_req_tuser(req_tuser),
-    .m_axis_req_tvalid(req_tvalid),
-    .m_axis_req_tready(req_tready),
-    .s_axis_rsp_tdata(rsp_tdata),
-    .s_axis_rsp_tuser(rsp_tuser),
-    .s_axis_rsp_tvalid(rsp_tvalid),
-    .s_axis_rsp_tready(rsp_tready),
+    .m_axis_req_tdata(mbx_req_tdata),
+    .m_axis_req_tuser(mbx_req_tuser),
+    .m_axis_req_tvalid(mbx_req_tvalid),
+    .m_axis_req_tready(mbx_req_tready),
+    .s_axis_rsp_tdata(mbx_rsp_tdata),
+    .s_axis_rsp_tuser(mbx_rsp_tuser),
+    .s_axis_rsp_tvalid(mbx_rsp_tvalid),
+    .s_axis_rsp_tready(mbx_rsp_tready),
     .counters(counters)
 );
+
+// route each mailbox command to its engine port; merge the responses
+wire mbx_is_ctl = KV_OP_CTL_MASK[mbx_req_tdata[KV_REQ_OP_LSB +: KV_REQ_OP_W]];
+
+assign req_tdata = mbx_req_tdata;
+assign req_tuser = mbx_req_tuser;
+assign req_tvalid = mbx_req_tvalid && !mbx_is_ctl;
+assign mbx_req_tready = mbx_is_ctl ? ctl_req_tready : req_tready;
+
+assign mbx_rsp_tvalid = rsp_tvalid || ctl_rsp_tvalid;
+assign mbx_rsp_tdata = rsp_tvalid ? rsp_tdata : ctl_rsp_tdata;
+assign mbx_rsp_tuser = rsp_tvalid ? rsp_tuser : ctl_rsp_tuser[TAG_W-1:0];
+assign rsp_tready = mbx_rsp_tready;
+assign ctl_rsp_tready = mbx_rsp_tready && !rsp_tvalid;
 
 generate
     if (FE_PORT) begin : arb
@@ -222,6 +264,9 @@ generate
             .s_axis_rsp_tvalid(eng_rsp_tvalid),
             .s_axis_rsp_tready(eng_rsp_tready)
         );
+        assign ctl_req_tuser = {1'b0, mbx_req_tuser};
+        // the control port's tags are the mailbox's: the arbiter's port bit stays 0
+        wire unused_ctl_tag = ctl_rsp_tuser[ENG_TAG_W-1];
     end else begin : direct
         assign eng_req_tdata = req_tdata;
         assign eng_req_tuser = req_tuser;
@@ -235,6 +280,7 @@ generate
         assign m_axis_fe_rsp_tdata = {RSP_W{1'b0}};
         assign m_axis_fe_rsp_tuser = {TAG_W{1'b0}};
         assign m_axis_fe_rsp_tvalid = 1'b0;
+        assign ctl_req_tuser = mbx_req_tuser;
         // no front-end port: its inputs are not used
         wire unused = &{1'b0, s_axis_fe_req_tdata, s_axis_fe_req_tuser, s_axis_fe_req_tvalid,
                         m_axis_fe_rsp_tready};
@@ -256,6 +302,7 @@ kv_engine #(
     .TREE_LEVELS_PER_STAGE(TREE_LEVELS_PER_STAGE),
     .RULE_SLOTS(RULE_SLOTS),
     .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH),
+    .CTL_FIFO_DEPTH(CTL_FIFO_DEPTH),
     .NUM_COUNTERS(NUM_COUNTERS)
 )
 engine_inst (
@@ -269,6 +316,14 @@ engine_inst (
     .m_axis_rsp_tvalid(eng_rsp_tvalid),
     .m_axis_rsp_tready(eng_rsp_tready),
     .m_axis_rsp_tuser(eng_rsp_tuser),
+    .s_axis_ctl_req_tdata(mbx_req_tdata),
+    .s_axis_ctl_req_tvalid(mbx_req_tvalid && mbx_is_ctl),
+    .s_axis_ctl_req_tready(ctl_req_tready),
+    .s_axis_ctl_req_tuser(ctl_req_tuser),
+    .m_axis_ctl_rsp_tdata(ctl_rsp_tdata),
+    .m_axis_ctl_rsp_tvalid(ctl_rsp_tvalid),
+    .m_axis_ctl_rsp_tready(ctl_rsp_tready),
+    .m_axis_ctl_rsp_tuser(ctl_rsp_tuser),
     .stat_counters(counters)
 );
 

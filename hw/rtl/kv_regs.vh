@@ -133,6 +133,8 @@ localparam [4:0] KV_OP_CLEAR_TABLE = 5'd13;
 localparam [4:0] KV_OP_CLEAR_COUNTERS = 5'd14;
 localparam [4:0] KV_OP_READ_COUNTER = 5'd15;
 localparam [4:0] KV_OP_READ_RULE_HITS = 5'd16;
+// bit c set: opcode c goes to the engine's control port (s_axis_ctl_req), not s_axis_req
+localparam [31:0] KV_OP_CTL_MASK = 32'h0001D800;
 
 // response status codes
 localparam [3:0] KV_ST_OK = 4'd0;

@@ -56,8 +56,10 @@ pynq-kv: ternary (wildcard) rule matcher, SRL/LUT-RAM based (docs/engine.md §5.
  * prio two cycles after the lookup, in the cycle hit[] appears: a lookup
  * presented before the write sees the old priority, every later one the new.
  *
- * Ordering: "lookup first, then write" within a cycle; the engine presents
- * at most one of the two per cycle (one request per clock).
+ * Ordering: "lookup first, then write" within a cycle: a lookup presented
+ * in the cycle of wr_en sees the entry as it was, every later one the new
+ * entry (kv_engine presents a request-port key and a control-port write in
+ * the same cycle, in that order, engine.md §5.7).
  *
  * Reset clears the valid bits, the slots and the priorities; the shift
  * registers are not reset (nothing reads them while valid is 0).

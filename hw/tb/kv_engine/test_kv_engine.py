@@ -5,9 +5,12 @@ the bottom builds and runs them with ``cocotb_tools.runner`` for several geometr
 and simulators, each in its own directory under hw/build/kv_engine/.
 
 Every request is applied to ``ModelBackend`` (batches of one, control methods) the moment the
-testbench queues it, which gives the expected response; requests then go to the DUT with random
-idle cycles, responses come back under random back-pressure, and the scoreboard compares them in
-order, field by field (engine.md §5, docs/rtl.md).  At the end of a test every counter, every
+testbench queues it, which gives the expected response; requests then go to the DUT, one at a
+time in that order, each on the port its opcode names (``s_axis_req`` or ``s_axis_ctl_req``,
+engine.md §5.7), with random idle cycles; responses come back on each port's response stream
+under random back-pressure, and the scoreboard compares them in order, field by field
+(engine.md §5, docs/rtl.md).  ``TB.free_run`` instead drives both ports independently and
+applies the requests to the model as the DUT accepts them, in ``pynq_kv.model.engine_order``.  At the end of a test every counter, every
 rule hit count and every slot is read back through the DUT and compared with the model.  The
 response latency is measured: never below ``LATENCY`` and exactly ``LATENCY`` whenever the
 response stream is not back-pressured.
@@ -41,7 +44,7 @@ from pynq_kv.backend import COUNTER_NAMES, MatchKind, RuleEntry  # noqa: E402
 from pynq_kv.errors import CommandError  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
 from pynq_kv.hashing import hash_int  # noqa: E402
-from pynq_kv.model import ModelBackend  # noqa: E402
+from pynq_kv.model import CONTROL_PORT, REQUEST_PORT, ModelBackend, engine_order, engine_port  # noqa: E402
 
 TOPLEVEL = "kv_engine"
 MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
@@ -67,7 +70,7 @@ def dut_params() -> dict:
     """HDL parameters of this run, handed over by the pytest runner (defaults = RTL defaults)."""
     params = {"KEY_W": 288, "VALUE_W": 32, "WAYS": 4, "ROWS": 1024, "STASH": 8, "RULES": 16,
               "PRIO_W": 16, "HASH_SEED": DEFAULT_SEED, "TAG_W": 8, "HASH_STAGES": 2, "RAM_LAT": 1,
-              "TREE_LEVELS_PER_STAGE": 2, "RULE_SLOTS": 4, "RSP_FIFO_DEPTH": 16}
+              "TREE_LEVELS_PER_STAGE": 2, "RULE_SLOTS": 4, "RSP_FIFO_DEPTH": 16, "CTL_FIFO_DEPTH": 16}
     params.update(json.loads(os.environ.get("KV_ENGINE_PARAMS", "{}")))
     return params
 
@@ -77,8 +80,9 @@ def _clog2(n: int) -> int:
 
 
 def latency(p: dict) -> int:
-    """Documented latency of kv_engine (module header): E + 2 cycles, E = max(H + 1 + RAM_LAT,
-    V + 2), V = 2 (kv_rule_match) + priority tree stages."""
+    """Documented latency of kv_engine's request port (module header): E + 2 cycles,
+    E = max(H + 1 + RAM_LAT, V + 2), V = 2 (kv_rule_match) + priority tree stages; the control
+    port's is one cycle more."""
     rules_n = max(1, p["RULES"])
     levels = _clog2(rules_n) if rules_n > 1 else 1
     tree = -(-levels // p["TREE_LEVELS_PER_STAGE"])
@@ -88,6 +92,16 @@ def latency(p: dict) -> int:
 
 def _uint(value) -> int:
     return value.to_unsigned() if hasattr(value, "to_unsigned") else int(value)
+
+
+def _bits_and_unknown(value) -> tuple[int, int]:
+    """(value with X/Z read as 0, mask of the X/Z bits): an unwritten register reads X in
+    simulation, which only fields the scoreboard does not check (expected None) may hold."""
+    if value.is_resolvable:
+        return _uint(value), 0
+    text = str(value).upper()
+    return (int("".join("1" if c == "1" else "0" for c in text), 2),
+            int("".join("0" if c in "01" else "1" for c in text), 2))
 
 
 class TB:
@@ -111,6 +125,7 @@ class TB:
         self.seed = p["HASH_SEED"]
         self.tag_w = p["TAG_W"]
         self.latency = latency(p)
+        self.port_latency = {REQUEST_PORT: self.latency, CONTROL_PORT: self.latency + 1}
         self.geometry = Geometry(key_width=self.key_w, value_width=self.value_w, ways=self.ways,
                                  rows=self.rows, stash=self.stash, rules=self.rules,
                                  prio_width=self.prio_w, hash_seed=self.seed)
@@ -121,14 +136,28 @@ class TB:
         assert len(dut.s_axis_req_tdata) == self.req_w
         assert len(dut.m_axis_rsp_tdata) == 118 + 2 * self.key_w + self.value_w
         assert len(dut.s_axis_req_tuser) == self.tag_w
+        assert len(dut.s_axis_ctl_req_tdata) == self.req_w
+        # per port: request tdata, tvalid, tready, tuser; response tdata, tvalid, tready, tuser
+        self.ports = {
+            REQUEST_PORT: (dut.s_axis_req_tdata, dut.s_axis_req_tvalid, dut.s_axis_req_tready,
+                           dut.s_axis_req_tuser, dut.m_axis_rsp_tdata, dut.m_axis_rsp_tvalid,
+                           dut.m_axis_rsp_tready, dut.m_axis_rsp_tuser),
+            CONTROL_PORT: (dut.s_axis_ctl_req_tdata, dut.s_axis_ctl_req_tvalid, dut.s_axis_ctl_req_tready,
+                           dut.s_axis_ctl_req_tuser, dut.m_axis_ctl_rsp_tdata, dut.m_axis_ctl_rsp_tvalid,
+                           dut.m_axis_ctl_rsp_tready, dut.m_axis_ctl_rsp_tuser),
+        }
 
-        self.send_q: deque = deque()  # (request word, tag, expected)
-        self.inflight: deque = deque()  # (accept cycle, tag, expected, description)
+        self.send_q: deque = deque()  # (request word, tag, expected, description, port)
+        self.offering = False  # the program-order driver offers a request it took from send_q
+        # per port: (accept cycle, tag, expected, description)
+        self.inflight: dict[int, deque] = {REQUEST_PORT: deque(), CONTROL_PORT: deque()}
         self.rules_written: set[int] = set()
         self.sent = 0
         self.checked = 0
-        self.latencies: list[tuple[int, bool]] = []  # (latency, sink was ready throughout)
-        self.accept_cycles: list[int] = []
+        # (latency, sink was ready throughout, port)
+        self.latencies: list[tuple[int, bool, int]] = []
+        self.accept_cycles: list[int] = []  # request port
+        self.ctl_accept_cycles: list[int] = []  # control port
         self.stalls: list[tuple[int, int]] = []  # (cycle, opcode) of requests offered but refused
         self.errors: list[str] = []
         self.idle_prob = 0.0
@@ -138,14 +167,16 @@ class TB:
         self.coverage: dict[tuple[int, int], int] = {}  # (op, expected status) -> count
 
         dut.rst.value = 1
-        dut.s_axis_req_tvalid.value = 0
-        dut.s_axis_req_tdata.value = 0
-        dut.s_axis_req_tuser.value = 0
-        dut.m_axis_rsp_tready.value = 0
+        for tdata, tvalid, _, tuser, _, _, rsp_tready, _ in self.ports.values():
+            tvalid.value = 0
+            tdata.value = 0
+            tuser.value = 0
+            rsp_tready.value = 0
 
         cocotb.start_soon(Clock(dut.clk, CLK_NS, unit="ns").start())
         cocotb.start_soon(self._driver())
-        cocotb.start_soon(self._sink())
+        for port in self.ports:
+            cocotb.start_soon(self._sink(port))
 
     # -- helpers -----------------------------------------------------------------------------
     @staticmethod
@@ -183,16 +214,32 @@ class TB:
         return out
 
     # -- operations: applied to the model now, queued for the DUT ------------------------------
-    def _queue(self, req: int, expected: dict, what: str) -> dict:
+    def _full(self, expected: dict) -> dict:
         full = {"status": 0, "flag": 0, "entry": 0, "prio": 0, "data64": 0, "key": 0, "mask": 0,
                 "value": 0}
         full.update(expected)
         cov = (full["op"], full["status"])
         self.coverage[cov] = self.coverage.get(cov, 0) + 1
+        return full
+
+    def _next_tag(self) -> int:
         tag = self.tag
         self.tag = (self.tag + 1) & ((1 << self.tag_w) - 1)
-        self.send_q.append((req, tag, full, what))
+        return tag
+
+    def _queue(self, req: int, expected: dict, what: str, port: int | None = None) -> dict:
+        """Queue req on its opcode's port (or `port`), after everything queued before."""
+        full = self._full(expected)
+        port = engine_port(req & 0x1F) if port is None else port
+        self.send_q.append((req, self._next_tag(), full, what, port))
         return full
+
+    def op_wrong_port(self, req: int, what: str) -> dict:
+        """req on the port its opcode does not belong on: refused, counts cmd_errors, no effect."""
+        self.model._count("cmd_errors", 1)
+        op = req & 0x1F
+        other = REQUEST_PORT if engine_port(op) == CONTROL_PORT else CONTROL_PORT
+        return self._queue(req, {"op": op, "status": REFUSED}, f"{what} on the wrong port", other)
 
     def op_get(self, key: int) -> dict:
         res = self.model.get_batch(self.key_arr(key))
@@ -202,6 +249,9 @@ class TB:
                            f"GET {key:#x}")
 
     def op_lookup(self, key: int) -> dict:
+        return self._queue(self.pack(LOOKUP, key=key), self.exp_lookup(key), f"LOOKUP {key:#x}")
+
+    def exp_lookup(self, key: int) -> dict:
         res = self.model.lookup_batch(self.key_arr(key))
         kind = int(res.kind[0])
         exp = {"op": LOOKUP, "status": kind}
@@ -211,7 +261,7 @@ class TB:
             e = int(res.entry[0])
             exp["entry"] = e
             exp["prio"] = self.model.read_rule(e).priority
-        return self._queue(self.pack(LOOKUP, key=key), exp, f"LOOKUP {key:#x}")
+        return exp
 
     def op_set(self, key: int, value: int) -> dict:
         st = int(self.model.set_batch(self.key_arr(key), self.val_arr(value))[0])
@@ -255,45 +305,66 @@ class TB:
                            f"MOVE ({b1},{i1})->({b2},{i2})")
 
     def op_write_rule(self, entry: int, valid: bool, match: int, mask: int, prio: int, value: int) -> dict:
+        return self._queue(self.req_write_rule(entry, valid, match, mask, prio, value),
+                           self.exp_write_rule(entry, valid, match, mask, prio, value),
+                           f"WRITE_RULE {entry} prio {prio}")
+
+    def req_write_rule(self, entry: int, valid: bool, match: int, mask: int, prio: int, value: int) -> int:
+        return self.pack(WRITE_RULE, flag=int(valid), entry=entry, prio=prio, key=match, mask=mask,
+                         value=value)
+
+    def exp_write_rule(self, entry: int, valid: bool, match: int, mask: int, prio: int, value: int) -> dict:
         try:
             self.model.write_rule(entry, RuleEntry(valid, match, mask, prio, value.to_bytes(self.vb, "big")))
             exp = {"op": WRITE_RULE}
             self.rules_written.add(entry)
         except CommandError:
             exp = {"op": WRITE_RULE, "status": REFUSED}
-        return self._queue(self.pack(WRITE_RULE, flag=int(valid), entry=entry, prio=prio, key=match,
-                                     mask=mask, value=value), exp, f"WRITE_RULE {entry} prio {prio}")
+        return exp
 
     def op_read_rule(self, entry: int) -> dict:
+        return self._queue(self.pack(READ_RULE, entry=entry), self.exp_read_rule(entry), f"READ_RULE {entry}")
+
+    def exp_read_rule(self, entry: int) -> dict:
         try:
             r = self.model.read_rule(entry)
             exp = {"op": READ_RULE, "flag": int(r.valid), "entry": entry, "prio": r.priority,
                    "key": r.match, "mask": r.mask, "value": int.from_bytes(r.value, "big")}
         except CommandError:
             exp = {"op": READ_RULE, "status": REFUSED}
-        return self._queue(self.pack(READ_RULE, entry=entry), exp, f"READ_RULE {entry}")
+        return exp
 
     def op_clear_table(self) -> dict:
         self.model.clear_table()
         return self._queue(self.pack(CLEAR_TABLE), {"op": CLEAR_TABLE}, "CLEAR_TABLE")
 
     def op_clear_counters(self) -> dict:
+        return self._queue(self.pack(CLEAR_COUNTERS), self.exp_clear_counters(), "CLEAR_COUNTERS")
+
+    def exp_clear_counters(self) -> dict:
         self.model.clear_counters()
-        return self._queue(self.pack(CLEAR_COUNTERS), {"op": CLEAR_COUNTERS}, "CLEAR_COUNTERS")
+        return {"op": CLEAR_COUNTERS}
 
     def op_read_counter(self, cid: int) -> dict:
+        return self._queue(self.pack(READ_COUNTER, index=cid), self.exp_read_counter(cid), f"READ_COUNTER {cid}")
+
+    def exp_read_counter(self, cid: int) -> dict:
         try:
             exp = {"op": READ_COUNTER, "data64": self.model.read_counter(cid)}
         except CommandError:
             exp = {"op": READ_COUNTER, "status": REFUSED}
-        return self._queue(self.pack(READ_COUNTER, index=cid), exp, f"READ_COUNTER {cid}")
+        return exp
 
     def op_read_rule_hits(self, entry: int) -> dict:
+        return self._queue(self.pack(READ_RULE_HITS, entry=entry), self.exp_read_rule_hits(entry),
+                           f"READ_RULE_HITS {entry}")
+
+    def exp_read_rule_hits(self, entry: int) -> dict:
         try:
             exp = {"op": READ_RULE_HITS, "data64": self.model.read_rule_hits(entry), "entry": entry}
         except CommandError:
             exp = {"op": READ_RULE_HITS, "status": REFUSED}
-        return self._queue(self.pack(READ_RULE_HITS, entry=entry), exp, f"READ_RULE_HITS {entry}")
+        return exp
 
     def op_unknown(self, op: int) -> dict:
         assert op not in KNOWN_OPS
@@ -313,32 +384,79 @@ class TB:
                 break
         assert int(self.dut.s_axis_req_tready.value), "tready never rose after reset"
 
+    def _accepted(self, port: int, tag: int, expected: dict, what: str) -> None:
+        self.inflight[port].append((self.cycle(), tag, expected, what))
+        (self.accept_cycles if port == REQUEST_PORT else self.ctl_accept_cycles).append(self.cycle())
+        self.sent += 1
+
     async def _driver(self) -> None:
+        """Program order: one request at a time, each on its port, the next after its acceptance."""
         dut = self.dut
         cur = None
         idle = 0
         while True:
             if cur is None and idle == 0 and self.send_q:
                 cur = self.send_q.popleft()
-                dut.s_axis_req_tdata.value = cur[0]
-                dut.s_axis_req_tuser.value = cur[1]
-                dut.s_axis_req_tvalid.value = 1
+                self.offering = True
+                tdata, tvalid, _, tuser = self.ports[cur[4]][:4]
+                tdata.value = cur[0]
+                tuser.value = cur[1]
+                tvalid.value = 1
             await RisingEdge(dut.clk)
             if idle:
                 idle -= 1
-            if cur is not None and int(dut.s_axis_req_tready.value):
-                self.inflight.append((self.cycle(), cur[1], cur[2], cur[3]))
-                self.accept_cycles.append(self.cycle())
-                self.sent += 1
+            if cur is None:
+                continue
+            _, tvalid, tready, _ = self.ports[cur[4]][:4]
+            if int(tready.value):
+                self._accepted(cur[4], cur[1], cur[2], cur[3])
                 cur = None
-                dut.s_axis_req_tvalid.value = 0
+                self.offering = False
+                tvalid.value = 0
                 if self.idle_prob and self.rng.random() < self.idle_prob:
                     idle = self.rng.randint(1, 3)
-            elif cur is not None:
+            else:
                 self.stalls.append((self.cycle(), cur[0] & 0x1F))  # offered, not accepted
 
-    async def _sink(self) -> None:
+    async def free_run(self, streams: dict[int, list[tuple[int, object, str]]]) -> None:
+        """Offer each port's requests back to back, the ports independently of each other.
+
+        streams maps a port to its (request word, expectation, description) list; an expectation
+        is a function applying the request to the model and returning the expected response. The
+        expectations run as the DUT accepts the requests, in engine order (engine_order: by cycle,
+        the request port's first), which is what the scoreboard then holds the responses to.
+        Returns once every request was accepted (use drain() for the responses).
+        """
         dut = self.dut
+        queues = {port: deque((w, self._next_tag(), fn, what) for w, fn, what in items)
+                  for port, items in streams.items()}
+        cur: dict[int, tuple | None] = {port: None for port in queues}
+        while any(queues.values()) or any(c is not None for c in cur.values()):
+            for port, q in queues.items():
+                if cur[port] is None and q:
+                    cur[port] = q.popleft()
+                    tdata, tvalid, _, tuser = self.ports[port][:4]
+                    tdata.value = cur[port][0]
+                    tuser.value = cur[port][1]
+                    tvalid.value = 1
+            await RisingEdge(dut.clk)
+            accepted = []
+            for port, item in cur.items():
+                if item is None:
+                    continue
+                _, tvalid, tready, _ = self.ports[port][:4]
+                if int(tready.value):
+                    accepted.append((self.cycle(), port, (port, item)))
+                    cur[port] = None
+                    tvalid.value = 0
+                else:
+                    self.stalls.append((self.cycle(), item[0] & 0x1F))
+            for port, (_, tag, fn, what) in engine_order(accepted):
+                self._accepted(port, tag, self._full(fn()), what)
+
+    async def _sink(self, port: int) -> None:
+        dut = self.dut
+        rsp_tdata, rsp_tvalid, rsp_tready, rsp_tuser = self.ports[port][4:]
         ready = 1
         hold = 0
         stalled = False  # tready was low while this response may have been waiting
@@ -347,11 +465,11 @@ class TB:
                 ready = 1 if self.rng.random() < self.ready_prob else 0
                 hold = self.rng.randint(*self.ready_hold)
             hold -= 1
-            dut.m_axis_rsp_tready.value = ready
+            rsp_tready.value = ready
             await RisingEdge(dut.clk)
             if not ready:
                 stalled = True
-            valid = dut.m_axis_rsp_tvalid.value
+            valid = rsp_tvalid.value
             if not valid.is_resolvable:
                 if not int(dut.rst.value):
                     self.errors.append(f"cycle {self.cycle()}: tvalid unresolved")
@@ -360,39 +478,51 @@ class TB:
                 stalled = False
                 continue
             if ready and int(valid):
-                self._check(_uint(dut.m_axis_rsp_tdata.value), _uint(dut.m_axis_rsp_tuser.value), stalled)
+                word, unknown = _bits_and_unknown(rsp_tdata.value)
+                self._check(port, word, _uint(rsp_tuser.value), stalled, unknown)
                 stalled = not ready
 
-    def _check(self, word: int, tag: int, stalled: bool) -> None:
-        if not self.inflight:
-            self.errors.append(f"cycle {self.cycle()}: response with no request in flight")
+    def _check(self, port: int, word: int, tag: int, stalled: bool, unknown: int = 0) -> None:
+        if not self.inflight[port]:
+            self.errors.append(f"cycle {self.cycle()}: response on port {port} with no request in flight")
             return
-        t_in, exp_tag, exp, what = self.inflight.popleft()
+        t_in, exp_tag, exp, what = self.inflight[port].popleft()
         lat = self.cycle() - t_in
-        self.latencies.append((lat, not stalled))
+        self.latencies.append((lat, not stalled, port))
         got = self.unpack_rsp(word)
+        for name, value in self.unpack_rsp(unknown).items():
+            if value and exp.get(name) is not None:
+                self.errors.append(f"{what}: {name} has X/Z bits {value:#x}")
         if tag != exp_tag:
             self.errors.append(f"{what}: tag {tag} != {exp_tag}")
         for name, value in exp.items():
             if value is not None and got[name] != value:
                 self.errors.append(f"{what}: {name} {got[name]:#x} != model {value:#x} (response {got})")
-        if lat < self.latency:
-            self.errors.append(f"{what}: latency {lat} < {self.latency}")
+        if lat < self.port_latency[port]:
+            self.errors.append(f"{what}: latency {lat} < {self.port_latency[port]}")
         self.checked += 1
 
     async def drain(self, timeout: int = 200000) -> None:
         for _ in range(timeout):
-            if not self.send_q and not self.inflight:
+            if not self.send_q and not self.offering and not any(self.inflight.values()):
                 break
             await RisingEdge(self.dut.clk)
         await ClockCycles(self.dut.clk, 4)
+
+    def latency_exact(self) -> bool:
+        """Every response not held by back-pressure came exactly its port's latency after its request."""
+        return all(lat == self.port_latency[port] for lat, clean, port in self.latencies if clean)
+
+    def no_credit_stalls(self) -> bool:
+        """Both response FIFOs are deep enough that admission never waits for credits."""
+        return self.p["RSP_FIFO_DEPTH"] > self.latency and self.p["CTL_FIFO_DEPTH"] > self.latency + 1
 
     def check(self) -> None:
         for e in self.errors[:20]:
             self.log.error("%s", e)
         assert not self.errors, f"{len(self.errors)} scoreboard errors, first: {self.errors[0]}"
-        assert not self.send_q and not self.inflight, \
-            f"{len(self.send_q)} unsent, {len(self.inflight)} unanswered requests"
+        unanswered = sum(len(q) for q in self.inflight.values())
+        assert not self.send_q and not unanswered, f"{len(self.send_q)} unsent, {unanswered} unanswered requests"
         self.log.info("scoreboard: %d responses checked, latency %d", self.checked, self.latency)
         self.log.info("coverage (op, status): count: %s", dict(sorted(self.coverage.items())))
 
@@ -536,7 +666,7 @@ async def run_data_plane(dut):
     if tb.p["RSP_FIFO_DEPTH"] > tb.latency:
         cycles = tb.accept_cycles
         assert cycles[-1] - cycles[0] == len(cycles) - 1, "admission stalled without back-pressure"
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
     await tb.final_check()
     c = tb.model.counters()
     tb.log.info("counters: %s", c)
@@ -572,7 +702,7 @@ async def run_full_mix_fast(dut):
         tb.random_op(pool, FULL_MIX)
     await tb.drain()
     await tb.final_check()
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
 
 
 @cocotb.test()
@@ -665,6 +795,15 @@ async def run_hazards(dut):
         if tb.prio_w < 32:
             tb.op_write_rule(0, True, 0, 0, 1 << tb.prio_w, 0)  # refused
         tb.op_lookup(probe)
+        # each port refuses the other's opcodes and changes nothing
+        tb.op_wrong_port(tb.req_write_rule(0, True, 0, 0, 7, 400), "WRITE_RULE")
+        tb.op_lookup(probe)
+        tb.op_read_rule(0)
+        tb.op_wrong_port(tb.pack(READ_RULE_HITS, entry=0), "READ_RULE_HITS")
+        tb.op_wrong_port(tb.pack(LOOKUP, key=probe), "LOOKUP")
+        tb.op_wrong_port(tb.pack(SET, key=probe, value=5), "SET")
+        tb.op_get(probe)
+        tb.op_read_counter(9)
     # CLEAR_TABLE in the middle of traffic
     tb.op_set(keys[0], 1)
     tb.op_clear_table()
@@ -673,7 +812,7 @@ async def run_hazards(dut):
     tb.op_get(keys[0])
     await tb.drain()
     await tb.final_check()
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
 
 
 @cocotb.test()
@@ -736,14 +875,16 @@ async def run_rule_rewrites_streaming(dut):
             tb.op_lookup(rng.choice(pool) if rng.random() < 0.9 else tb.random_key())
     await tb.drain()
     await tb.final_check()
-    assert all(lat == tb.latency for lat, clean in tb.latencies if clean)
+    assert tb.latency_exact()
 
 
 @cocotb.test()
 async def run_rule_slots_exhausted(dut):
-    """More back-to-back WRITE_RULEs than RULE_SLOTS: admission holds the WRITE_RULE that finds
-    no free slot (and so the requests behind it, in order) until a rewrite retires; nothing else
-    is ever refused; rule writes spaced REWRITE_CYCLES apart never wait."""
+    """More back-to-back WRITE_RULEs than RULE_SLOTS: the control port holds the WRITE_RULE that
+    finds no free slot until a rewrite retires (the testbench sends in program order, so the
+    lookups queued behind it wait in the testbench, not in the engine: run_rule_storm shows the
+    request port never waits); nothing else is ever refused; rule writes spaced REWRITE_CYCLES
+    apart never wait."""
     tb = TB(dut, cocotb.RANDOM_SEED + 6)
     await tb.reset()
     if not tb.rules:
@@ -759,7 +900,7 @@ async def run_rule_slots_exhausted(dut):
     for _ in range(REWRITE_CYCLES * 2):
         tb.op_lookup(rng.choice(pool))
     await tb.drain()
-    if tb.p["RSP_FIFO_DEPTH"] > tb.latency:  # no credit stalls: every refusal is a rule slot wait
+    if tb.no_credit_stalls():  # every refusal is a rule slot wait
         refused_ops = {op for _, op in tb.stalls}
         assert refused_ops == {WRITE_RULE}, f"refused requests other than WRITE_RULE: {refused_ops}"
         waited = len(tb.stalls)
@@ -775,9 +916,81 @@ async def run_rule_slots_exhausted(dut):
         for _ in range(REWRITE_CYCLES - 1):
             tb.op_lookup(rng.choice(pool))
     await tb.drain()
-    if tb.p["RSP_FIFO_DEPTH"] > tb.latency and slots >= 2:
+    if tb.no_credit_stalls() and slots >= 2:
         assert not tb.stalls, f"requests waited at one rule write per {REWRITE_CYCLES} cycles: {tb.stalls[:5]}"
     await tb.final_check()
+
+
+STORM_CTL_EVERY = 4  # a WRITE_RULE in every 4th control-port slot
+
+
+@cocotb.test()
+async def run_rule_storm(dut):
+    """LOOKUPs offered every cycle on the request port while the control port is kept busy
+    with control operations, a WRITE_RULE in every STORM_CTL_EVERY-th slot (READ_RULE_HITS,
+    READ_RULE, READ_COUNTER, now and then CLEAR_COUNTERS between): the request port takes one LOOKUP every cycle (no rule
+    write, full rule slot or control response ever holds it), and every response of both ports
+    equals the model's with the requests applied in engine_order."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 7)
+    await tb.reset()
+    if not tb.rules:
+        return
+    rng = tb.rng
+    pool = [tb.random_key() for _ in range(10)]
+    for key in pool[:3]:
+        tb.op_set(key, rng.getrandbits(tb.value_w))
+    for e in range(tb.rules):
+        match, mask = tb.random_rule(pool)
+        tb.op_write_rule(e, True, match, mask, rng.randrange(1 << tb.prio_w), rng.getrandbits(tb.value_w))
+    await tb.drain()
+    tb.stalls.clear()
+    n = n_ops(400)
+    lookups = []
+    for _ in range(n):
+        key = rng.choice(pool) if rng.random() < 0.9 else tb.random_key()
+        lookups.append((tb.pack(LOOKUP, key=key), lambda key=key: tb.exp_lookup(key), f"LOOKUP {key:#x}"))
+    controls = []
+    full = (1 << tb.key_w) - 1
+    for i in range(n // 2):
+        if i % STORM_CTL_EVERY == 0:
+            e = rng.randrange(tb.rules)
+            key = rng.choice(pool)
+            match, mask = (key, full) if rng.random() < 0.4 else tb.random_rule(pool)
+            args = (e, rng.random() < 0.85, match, mask, rng.randrange(1 << tb.prio_w),
+                    rng.getrandbits(tb.value_w))
+            controls.append((tb.req_write_rule(*args), lambda args=args: tb.exp_write_rule(*args),
+                             f"WRITE_RULE {e}"))
+        elif rng.random() < 0.03:
+            controls.append((tb.pack(CLEAR_COUNTERS), tb.exp_clear_counters, "CLEAR_COUNTERS"))
+        else:
+            kind = rng.randrange(3)
+            if kind == 0:
+                e = rng.randrange(tb.rules)
+                controls.append((tb.pack(READ_RULE_HITS, entry=e), lambda e=e: tb.exp_read_rule_hits(e),
+                                 f"READ_RULE_HITS {e}"))
+            elif kind == 1:
+                e = rng.randrange(tb.rules)
+                controls.append((tb.pack(READ_RULE, entry=e), lambda e=e: tb.exp_read_rule(e), f"READ_RULE {e}"))
+            else:
+                cid = rng.choice([0, 2, 3])  # lookups, rule_hits, misses: they move every cycle
+                controls.append((tb.pack(READ_COUNTER, index=cid), lambda cid=cid: tb.exp_read_counter(cid),
+                                 f"READ_COUNTER {cid}"))
+    first = len(tb.accept_cycles)
+    ctl_first = len(tb.ctl_accept_cycles)
+    await tb.free_run({REQUEST_PORT: lookups, CONTROL_PORT: controls})
+    await tb.drain()
+    cycles = tb.accept_cycles[first:]
+    ctl_cycles = tb.ctl_accept_cycles[ctl_first:]
+    writes = sum(1 for i in range(len(controls)) if i % STORM_CTL_EVERY == 0)
+    tb.log.info("rule storm: %d LOOKUPs in %d cycles, %d control requests (%d WRITE_RULE) in %d cycles",
+                len(cycles), cycles[-1] - cycles[0] + 1, len(ctl_cycles), writes,
+                ctl_cycles[-1] - ctl_cycles[0] + 1)
+    if tb.p["RSP_FIFO_DEPTH"] > tb.latency:  # else LOOKUPs wait for response credits (by design)
+        assert cycles[-1] - cycles[0] == len(cycles) - 1, "the request port waited during the rule storm"
+        assert LOOKUP not in {op for _, op in tb.stalls}, "a LOOKUP was offered and not taken"
+    assert ctl_cycles[0] <= cycles[-1] and ctl_cycles[-1] >= cycles[0], "the two streams did not overlap"
+    await tb.final_check()
+    assert tb.latency_exact()
 
 
 # ------------------------------------------------------------------------------------------
@@ -793,7 +1006,8 @@ def _config(key_w, ways, rows, stash, rules, value_w=32, prio_w=4, **extra):
 
 def _config_id(sim: str, p: dict) -> str:
     extra = "".join(f"-{k.lower()}{v}" for k, v in p.items()
-                    if k in ("HASH_STAGES", "RAM_LAT", "TREE_LEVELS_PER_STAGE", "RULE_SLOTS", "RSP_FIFO_DEPTH"))
+                    if k in ("HASH_STAGES", "RAM_LAT", "TREE_LEVELS_PER_STAGE", "RULE_SLOTS", "RSP_FIFO_DEPTH",
+                             "CTL_FIFO_DEPTH"))
     return (f"{sim}-k{p['KEY_W']}-v{p['VALUE_W']}-w{p['WAYS']}-r{p['ROWS']}-s{p['STASH']}"
             f"-ru{p['RULES']}-p{p['PRIO_W']}{extra}")
 
@@ -805,7 +1019,7 @@ CONFIGS = [
     ("icarus", _config(288, 3, 8, 0, 0, value_w=64, HASH_STAGES=1)),
     ("icarus", _config(576, 4, 16, 4, 8, prio_w=3, RAM_LAT=2, TREE_LEVELS_PER_STAGE=1)),
     ("icarus", _config(1152, 2, 8, 1, 3, value_w=96, prio_w=32, HASH_STAGES=3, RULE_SLOTS=8)),
-    ("icarus", _config(144, 8, 2, 3, 1, prio_w=1, RSP_FIFO_DEPTH=4)),
+    ("icarus", _config(144, 8, 2, 3, 1, prio_w=1, RSP_FIFO_DEPTH=4, CTL_FIFO_DEPTH=2)),
     ("icarus", _config(288, 2, 16, 0, 7, value_w=512, prio_w=16, TREE_LEVELS_PER_STAGE=3, RULE_SLOTS=2)),
     ("verilator", _config(288, 4, 8, 4, 8, value_w=128, prio_w=8, RAM_LAT=2)),
 ]
@@ -820,3 +1034,19 @@ def test_kv_engine(sim: str, params: dict) -> None:
                      tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
                      seed=int(os.environ.get("KV_ENGINE_RANDOM_SEED", "20240601")),
                      params_env="KV_ENGINE_PARAMS", build_args=("-Wno-fatal",) if sim == "verilator" else ())
+
+
+# A few seconds: the cocotb test that fails if a rule write (or any control request) ever holds
+# the request port, alone, at a small geometry with one rule slot (every WRITE_RULE after the
+# first waits for a rewrite on the control port) and at the default four.
+STORM_CONFIGS = [_config(144, 2, 8, 2, 8, RULE_SLOTS=1), _config(288, 4, 8, 2, 16, prio_w=8)]
+
+
+@pytest.mark.parametrize("params", STORM_CONFIGS, ids=[_config_id("icarus", p) for p in STORM_CONFIGS])
+def test_rule_storm_never_holds_lookups(params: dict) -> None:
+    import tools
+
+    tools.run_cocotb("icarus", TOPLEVEL, __file__, tools.rtl_sources(*MODULES), params,
+                     tools.BUILD_DIR / TOPLEVEL / ("storm-" + _config_id("icarus", params)),
+                     seed=int(os.environ.get("KV_ENGINE_RANDOM_SEED", "20240601")),
+                     params_env="KV_ENGINE_PARAMS", testcase="run_rule_storm")
