@@ -705,7 +705,7 @@ always @(posedge clk) begin
     end
     if (step && !f_end) begin
         f_m <= f_m + 16'd1;
-        in_pay_r <= f_m + 16'd1 >= HB[15:0];
+        in_pay_r <= {1'b0, f_m} + 17'd2 > {1'b0, HB[15:0]};  // f_m + 1 >= HB, not constant at HB 0
         f_end_r <= f_m + 16'd1 == f_mlast;
     end else if (j2_take) begin
         f_m <= 16'd0;
