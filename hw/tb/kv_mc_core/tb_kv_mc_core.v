@@ -12,7 +12,9 @@ pynq-kv: testbench top of kv_mc_core (core + arbiter + engine)
 
 /*
  * kv_mc_core on port B of kv_mc_arb in front of a real kv_engine; port A (the
- * mailbox side in kv_top) is driven by the testbench directly.
+ * mailbox side in kv_top) is driven by the testbench directly. As in
+ * kv_engine_top, the mailbox's rule and counter operations (KV_OP_CTL_MASK) go
+ * to the engine's control port instead, and the two responses are merged.
  */
 module tb_kv_mc_core #
 (
@@ -87,6 +89,21 @@ wire [RSP_W-1:0] eng_rsp_tdata;
 wire [TAG_W:0] eng_rsp_tuser;
 wire eng_rsp_tvalid, eng_rsp_tready;
 
+`include "kv_regs.vh"
+
+// the mailbox split by opcode: port A of the arbiter, or the engine's control port
+wire mb_is_ctl = KV_OP_CTL_MASK[s_axis_mb_req_tdata[KV_REQ_OP_LSB +: KV_REQ_OP_W]];
+wire a_req_tready, ctl_req_tready;
+wire [RSP_W-1:0] a_rsp_tdata, ctl_rsp_tdata;
+wire [TAG_W-1:0] a_rsp_tuser;
+wire [TAG_W:0] ctl_rsp_tuser;
+wire a_rsp_tvalid, ctl_rsp_tvalid;
+assign s_axis_mb_req_tready = mb_is_ctl ? ctl_req_tready : a_req_tready;
+assign m_axis_mb_rsp_tvalid = a_rsp_tvalid || ctl_rsp_tvalid;
+assign m_axis_mb_rsp_tdata = a_rsp_tvalid ? a_rsp_tdata : ctl_rsp_tdata;
+assign m_axis_mb_rsp_tuser = a_rsp_tvalid ? a_rsp_tuser : ctl_rsp_tuser[TAG_W-1:0];
+wire unused_ctl_tag = ctl_rsp_tuser[TAG_W];
+
 kv_mc_core #(
     .DATA_W(DATA_W),
     .KEY_W(KEY_W),
@@ -141,11 +158,11 @@ arb_inst (
     .rst(rst),
     .s_axis_a_req_tdata(s_axis_mb_req_tdata),
     .s_axis_a_req_tuser(s_axis_mb_req_tuser),
-    .s_axis_a_req_tvalid(s_axis_mb_req_tvalid),
-    .s_axis_a_req_tready(s_axis_mb_req_tready),
-    .m_axis_a_rsp_tdata(m_axis_mb_rsp_tdata),
-    .m_axis_a_rsp_tuser(m_axis_mb_rsp_tuser),
-    .m_axis_a_rsp_tvalid(m_axis_mb_rsp_tvalid),
+    .s_axis_a_req_tvalid(s_axis_mb_req_tvalid && !mb_is_ctl),
+    .s_axis_a_req_tready(a_req_tready),
+    .m_axis_a_rsp_tdata(a_rsp_tdata),
+    .m_axis_a_rsp_tuser(a_rsp_tuser),
+    .m_axis_a_rsp_tvalid(a_rsp_tvalid),
     .m_axis_a_rsp_tready(m_axis_mb_rsp_tready),
     .s_axis_b_req_tdata(fe_req_tdata),
     .s_axis_b_req_tuser(fe_req_tuser),
@@ -188,6 +205,14 @@ engine_inst (
     .m_axis_rsp_tvalid(eng_rsp_tvalid),
     .m_axis_rsp_tready(eng_rsp_tready),
     .m_axis_rsp_tuser(eng_rsp_tuser),
+    .s_axis_ctl_req_tdata(s_axis_mb_req_tdata),
+    .s_axis_ctl_req_tvalid(s_axis_mb_req_tvalid && mb_is_ctl),
+    .s_axis_ctl_req_tready(ctl_req_tready),
+    .s_axis_ctl_req_tuser({1'b0, s_axis_mb_req_tuser}),
+    .m_axis_ctl_rsp_tdata(ctl_rsp_tdata),
+    .m_axis_ctl_rsp_tvalid(ctl_rsp_tvalid),
+    .m_axis_ctl_rsp_tready(m_axis_mb_rsp_tready && !a_rsp_tvalid),
+    .m_axis_ctl_rsp_tuser(ctl_rsp_tuser),
     .stat_counters(engine_counters)
 );
 

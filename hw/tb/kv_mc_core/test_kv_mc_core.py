@@ -309,11 +309,19 @@ class TB:
                 continue
             word = _uint(dut.m_axis_mb_rsp_tdata.value)
             tag = _uint(dut.m_axis_mb_rsp_tuser.value)
-            if not self.mb_inflight:
-                self.errors.append(f"mailbox: response with nothing in flight (tag {tag})")
-                continue
-            exp_tag, expect, what = self.mb_inflight.popleft()
             got = regcodec.unpack(self.rsp_layout, word)
+            # Rule and counter operations run on the engine's control port, the rest on its
+            # request port (docs/engine.md §5.7): each port answers in order, but with several
+            # commands in flight the two ports' responses may interleave.
+            control = got["op"] in regmap.CONTROL_OPS
+            pending = [i for i, (_, expect, _) in enumerate(self.mb_inflight)
+                       if (expect["op"] in regmap.CONTROL_OPS) == control]
+            if not pending:
+                self.errors.append(f"mailbox: response (op {got['op']:#x}, tag {tag}) with "
+                                   "nothing of its port in flight")
+                continue
+            exp_tag, expect, what = self.mb_inflight[pending[0]]
+            del self.mb_inflight[pending[0]]
             if tag != exp_tag:
                 self.errors.append(f"mailbox {what}: tag {tag} != {exp_tag}")
             for name, value in expect.items():
