@@ -48,6 +48,7 @@ from pynq_kv import regmap  # noqa: E402
 from pynq_kv.backend import COUNTER_NAMES, RuleEntry  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
 from pynq_kv.hashing import hash_int  # noqa: E402
+from pynq_kv.model import engine_port  # noqa: E402
 from pynq_kv.net.codec import Opcode, Request  # noqa: E402
 from pynq_kv.net.text import R_BUDGET  # noqa: E402
 from pynq_kv.net.udpframe import wrap  # noqa: E402
@@ -313,9 +314,9 @@ class TB:
             # Rule and counter operations run on the engine's control port, the rest on its
             # request port (docs/engine.md §5.7): each port answers in order, but with several
             # commands in flight the two ports' responses may interleave.
-            control = got["op"] in regmap.CONTROL_OPS
+            port = engine_port(got["op"])
             pending = [i for i, (_, expect, _) in enumerate(self.mb_inflight)
-                       if (expect["op"] in regmap.CONTROL_OPS) == control]
+                       if engine_port(expect["op"]) == port]
             if not pending:
                 self.errors.append(f"mailbox: response (op {got['op']:#x}, tag {tag}) with "
                                    "nothing of its port in flight")
