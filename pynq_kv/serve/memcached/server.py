@@ -60,8 +60,9 @@ from ...net.text import (
     version_reply,
 )
 from ...net.udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
-from ..batch import Limits, Pipeline
 from ...admission import Admission, AdmissionError, admission_from_options, admit
+from ...limits import Limits
+from ..batch import Pipeline
 
 log = logging.getLogger("pynq_kv.serve.memcached")
 

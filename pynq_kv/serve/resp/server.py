@@ -54,7 +54,8 @@ from . import errors as E
 from ...keys import int_rows, tagged_rows
 from ...latency import LatencyRecorder
 from ..accept import Listener, LogLimiter
-from ..batch import Limits, Pipeline
+from ...limits import Limits
+from ..batch import Pipeline
 from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, key_error, lookup, value_in
 from .commands.table import build_table
 from .protocol import BULK_HEADERS, ErrorReply, Raw, RequestParser, bulk, encode, fast_tables

@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Protocol
 
 from ....appliance import Appliance
 from ....engine import KVEngine
-from ...batch import Limits
+from ....limits import Limits
 from .. import errors as E
 from ..protocol import ErrorReply, Simple
 
