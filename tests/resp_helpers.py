@@ -39,13 +39,21 @@ class PynqServer:
     """pynq-kv's RESP server in a background thread with its own event loop."""
 
     def __init__(self, config: Optional[RespConfig] = None, geometry: Optional[Geometry] = None,
-                 layout: Any = None, value_kind: str = "bytes") -> None:
+                 layout: Any = None, value_kind: str = "bytes",
+                 redis: Optional["RedisServer"] = None) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="resp-server", daemon=True)
         self.thread.start()
         geometry = geometry or Geometry(rows=1024, rules=64)
         self.appliance = Appliance(lambda: KVEngine("model", geometry, value_kind=value_kind),
                                    layout=layout)
+        self.tier: Any = None
+        if redis is not None:  # a host tier: this redis-server behind the engine
+            from pynq_kv.tier import Tier
+
+            self.tier = Tier(self.appliance, TcpRedis(redis.port))
+            self.run(self.tier.start())
+            self.appliance.tier = self.tier
         self.server = self.run(start_resp_server(self.appliance, HOST, 0, config=config or RespConfig()))
         self.port = self.server.port
 
@@ -74,11 +82,26 @@ class PynqServer:
     def stop(self) -> None:
         try:
             self.run(self.server.close())
+            if self.tier is not None:
+                self.run(self.tier.close())
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(TIMEOUT)
             self.loop.close()
             self.appliance.close()
+
+
+class TcpRedis:
+    """A Redis on a loopback port as pynq_kv.tier.Tier connects to it."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def handshake(self) -> list[list[bytes]]:
+        return []
+
+    async def open_link(self, factory: Callable[[], Any]) -> tuple[Any, Any]:
+        return await asyncio.get_running_loop().create_connection(factory, HOST, self.port)
 
 
 class RedisServer:

@@ -56,14 +56,15 @@ from ...latency import LatencyRecorder
 from ..accept import Listener, LogLimiter
 from ...limits import Limits
 from ..batch import Pipeline
-from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, key_error, lookup, value_in
+from .commands.base import (BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK, SET_BLOCK, key_error,
+                            lookup, value_in)
 from .commands.table import build_table
+from .forward import Forwarder, Slot
 from .protocol import BULK_HEADERS, ErrorReply, Raw, RequestParser, bulk, encode, fast_tables
 
 log = logging.getLogger("pynq_kv.serve.resp")
 
 _FULL = 3  # SetStatus.FULL as a plain int
-_GET_BLOCK, _SET_BLOCK = 10, 11  # dispatcher item kinds for a block of GETs / SETs
 _READ, _WRITE = 1, 2  # the two kinds of run: get_batch (GET, MGET, EXISTS), set_batch (SET)
 _OK = b"+OK\r\n"
 # A read this short is parsed at once even past the tick's parse budget (RespConfig.tick_bytes):
@@ -136,6 +137,21 @@ class Connection(asyncio.Protocol):
         self.deferred = False  # commands of this client wait in the queue for the next tick
         self.ran = 0  # commands of this client run in the current tick
         self.write_paused = False  # its unsent replies are over output_high_water
+        # With a host tier (forward.py): replies Redis has not given yet wait in `out` as Slots.
+        self.waiting = 0  # Slots in out not answered yet
+        self.has_slots = False  # out may hold Slots (answered or not)
+        self.ready_queued = False  # in server._ready: replies came between ticks
+        self.finish = False  # close once every reply is written (EOF, QUIT, its Redis link lost)
+        self.link: Any = None  # its own connection to Redis, once it needs one
+        # Its requests to Redis not answered yet, all on one connection (inflight_link); a
+        # request for another connection waits in held_sends until they are (forward.py).
+        self.inflight = 0
+        self.inflight_link: Any = None
+        self.held_sends: deque = deque()
+        self.raw = False  # subscribed or monitoring: Redis' bytes are relayed unframed
+        self.multi = False
+        self.multi_written: Any = None  # what the queued commands of its MULTI may change
+        self.reply_off = self.reply_skip = False  # CLIENT REPLY OFF / SKIP
 
     # -- asyncio.Protocol ----------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
@@ -157,6 +173,8 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         self.lost = self.closing = True
         self.srv.conns.pop(self.id, None)
+        if self.link is not None:
+            self.link.close()
         self.release()
         self.held = b""
         self.srv.free_later(self.parser.discard())
@@ -348,6 +366,9 @@ class RespServer:
         self.total_connections = 0
         self._limits = Limits(appliance.engine)
         self.latency = LatencyRecorder()  # cumulative, as Prometheus wants: RESETSTAT keeps it
+        self.tier = getattr(appliance, "tier", None)  # the Redis behind the engine, if any
+        self.forwarder = Forwarder(self, self.tier) if self.tier is not None else None
+        self._ready: list[Connection] = []  # clients whose Redis replies came between ticks
         self.reset_stats()
 
     def reset_stats(self) -> None:
@@ -504,6 +525,7 @@ class RespServer:
         self.queue = []
         self._take_engine()  # one engine for the whole tick
         pipe: Pipeline = Pipeline(self._run_batch, self._render_batch)
+        self._pipe = pipe
         touched: list[Connection] = []
         answered: list[tuple[float, int]] = []  # (a chunk's stamp, how many of its commands ran)
         deferred: list[tuple] = []  # queue entries (or their rests) left for the next tick
@@ -609,7 +631,7 @@ class RespServer:
             elif conn.deferred:  # over its share already: everything after waits too
                 deferred.append(entry)
                 continue
-            batch = batching and conn.authenticated
+            batch = batching and conn.authenticated and conn.link is None
             before = count
             stop = count + share - conn.ran  # its share of this tick ends at this count
             j = 0
@@ -639,7 +661,7 @@ class RespServer:
                             if pipe.kind != _READ:
                                 pipe.flush()
                                 pipe.kind = _READ
-                            add_item((conn, _GET_BLOCK, n))
+                            add_item((conn, GET_BLOCK, n))
                             add_keys(args[1])
                             count += n
                             continue
@@ -649,7 +671,7 @@ class RespServer:
                             if pipe.kind != _WRITE:
                                 pipe.flush()
                                 pipe.kind = _WRITE
-                            add_item((conn, _SET_BLOCK, n))
+                            add_item((conn, SET_BLOCK, n))
                             add_keys(args[1])
                             add_values(args[2])
                             count += n
@@ -684,6 +706,8 @@ class RespServer:
                             continue
                     pipe.flush()
                     call(conn, args)
+                    if conn.link is not None:  # it has its own Redis connection from now on
+                        batch = False
                 if conn.closing:
                     break
             if count > before:
@@ -710,7 +734,7 @@ class RespServer:
         for row in zip(*block):
             args = list(row)
             count += 1
-            if batch and self._plan(pipe, conn, args):
+            if batch and conn.link is None and self._plan(pipe, conn, args):
                 continue
             pipe.flush()
             self._call(conn, args)
@@ -731,6 +755,8 @@ class RespServer:
         kind = cmd.batch
         n = len(args)
         limits = self._limits
+        if self.forwarder is not None and not self._tier_fits(kind, args):
+            return False  # Redis holds what the engine cannot: the command goes there
         if kind == BATCH_GET:
             if n != 2:
                 return False
@@ -762,13 +788,25 @@ class RespServer:
             pipe.ready((conn, 0, E.error_reply(key_error(self, longest))), _READ)
         return True
 
+    def _tier_fits(self, kind: int, args: list[bytes]) -> bool:
+        """Whether the engine can take part in a batched command (else Redis alone answers)."""
+        limits = self._limits
+        n = len(args)
+        if kind == BATCH_GET:
+            return n != 2 or limits.key_fits(args[1])
+        if kind == BATCH_SET:
+            return n != 3 or limits.key_fits(args[1]) and limits.value(args[2]) is not None
+        return n < 2 or limits.keys_fit(args[1:])
+
     def _write(self, touched: list[Connection]) -> None:
         """Each touched client's replies of this tick in one transport.write; close the closing."""
         written = 0
         for conn in touched:
             conn.touched = False
             out = conn.out
-            if out:
+            if conn.has_slots:
+                written += self._write_ready(conn)
+            elif out:
                 data = out[0] if len(out) == 1 else b"".join(out)
                 out.clear()
                 if not conn.lost:
@@ -776,8 +814,54 @@ class RespServer:
                     written += len(data)
             if conn.closing or conn.eof and not conn.deferred:
                 conn.closing = True
-                if not conn.lost:
+                if conn.waiting:  # Redis has replies of it still to give
+                    conn.finish = True
+                elif not conn.lost:
                     conn.transport.close()
+        self.net_output_bytes += written
+
+    def _write_ready(self, conn: Connection) -> int:
+        """Write a client's replies up to the first one Redis has not given yet."""
+        out = conn.out
+        parts: list[bytes] = []
+        i = 0
+        for i, part in enumerate(out):
+            if type(part) is Slot:
+                if part.data is None:
+                    break
+                parts.append(part.data)
+            else:
+                parts.append(part)
+        else:
+            i = len(out)
+        del out[:i]
+        conn.has_slots = bool(out)
+        if not parts or conn.lost or conn.reply_off:
+            return 0
+        data = b"".join(parts)
+        conn.transport.write(data)
+        return len(data)
+
+    def ready(self, conn: Connection) -> None:
+        """Replies of conn came from Redis (or a link closed): write them at the end of this
+        loop turn, together with the others that come in it."""
+        if not conn.ready_queued:
+            conn.ready_queued = True
+            if not self._ready:
+                self.loop.call_soon(self._flush_ready)
+            self._ready.append(conn)
+
+    def _flush_ready(self) -> None:
+        ready, self._ready = self._ready, []
+        written = 0
+        for conn in ready:
+            conn.ready_queued = False
+            if conn.touched:  # in a tick right now: its _write comes
+                continue
+            written += self._write_ready(conn)
+            if conn.finish and not conn.waiting and not conn.lost:
+                conn.closing = True
+                conn.transport.close()
         self.net_output_bytes += written
 
     def _resume(self, conn: Connection, queue: list, arrived: float) -> None:
@@ -796,7 +880,14 @@ class RespServer:
             queue.append((conn, more, error, arrived))
 
     def _call(self, conn: Connection, args: list[bytes]) -> None:
-        """One command the unbatched way: lookup, arity, AUTH, handler, encoded reply."""
+        """One command the unbatched way: pynq-kv's own, or (with a host tier) Redis'."""
+        if self.forwarder is not None:
+            self.forwarder.call(conn, args)
+        else:
+            self.call_local(conn, args)
+
+    def call_local(self, conn: Connection, args: list[bytes]) -> None:
+        """One command of pynq-kv's table: lookup, arity, AUTH, handler, encoded reply."""
         cmd = lookup(self.commands, args)
         out = conn.out
         if type(cmd) is ErrorReply:
@@ -840,6 +931,9 @@ class RespServer:
         try:
             if kind == _READ:
                 return eng.get_batch(tagged_rows(keys, g.key_bytes))
+            if self.forwarder is not None:  # SETs go to Redis; the engine is filled after
+                self.forwarder.run_writes(keys)
+                return None
             rows = int_rows(values, g.value_bytes) if limits.ints else tagged_rows(values, g.value_bytes)
             return eng.set_batch(tagged_rows(keys, g.key_bytes), rows)
         except Exception as exc:
@@ -849,10 +943,34 @@ class RespServer:
         """Every item of a run, in order, into its client's replies."""
         if type(answer) is _Failed:
             self._fail_run(items, answer.exc)
+        elif self.forwarder is not None:
+            self._render_tiered(kind, items, answer)
         elif kind == _READ:
             self._render_reads(items, answer)
         else:
             self._render_writes(items, answer)
+
+    def _render_tiered(self, kind: int, items: list, answer: Any) -> None:
+        """A run with a host tier: what the engine answered, and Redis the rest (forward.py).
+        The run's keys and values are still in the pipeline (flush empties them after this)."""
+        pipe = self._pipe
+        if kind != _READ:
+            self.forwarder.render_writes(items, pipe.keys, pipe.values)
+            return
+        replies: list[Optional[bytes]] = []
+        if answer is not None:
+            hit, values = answer
+            hits = hit.tolist()
+            found = hits.count(True)
+            self.keyspace_hits += found
+            self.keyspace_misses += len(hits) - found
+            if self._limits.ints:
+                numbers = values.tolist() if values.ndim == 1 else [
+                    int.from_bytes(row.tobytes(), "big") for row in values]
+                replies = [bulk(str(v).encode()) if h else None for h, v in zip(hits, numbers)]
+            else:
+                replies = _bulk_replies(values, hits, -1)[2]
+        self.forwarder.render_reads(items, pipe.keys, replies)
 
     def _render_reads(self, items: list, answer: Any) -> None:
         """Replies of a run of GET/MGET/EXISTS (answer: get_batch's, None if all were errors)."""
@@ -882,7 +1000,7 @@ class RespServer:
                 else:
                     out.append(replies[j] or conn.nil)
                 j += 1
-            elif kind == _GET_BLOCK:
+            elif kind == GET_BLOCK:
                 if record:
                     out.append(blob[j * record:(j + n) * record])
                 else:
@@ -920,7 +1038,7 @@ class RespServer:
                 else:
                     conn.out.append(_OK)
                 j += 1
-            elif kind == _SET_BLOCK:
+            elif kind == SET_BLOCK:
                 if full and any(full[j:j + n]):
                     conn.out.append(b"".join([oom if f else _OK for f in full[j:j + n]]))
                     self.error_replies += full[j:j + n].count(True)
@@ -936,7 +1054,7 @@ class RespServer:
         log.error("engine batch failed", exc_info=exc)
         reply = E.error_reply(b"ERR engine error: " + type(exc).__name__.encode())
         for conn, kind, n in items:
-            count = n if kind in (_GET_BLOCK, _SET_BLOCK) else 1
+            count = n if kind in (GET_BLOCK, SET_BLOCK) else 1
             conn.out.append(reply * count)
             self.error_replies += count
 

@@ -77,6 +77,8 @@ Handler = Callable[[Server, Client, list[bytes]], Any]
 
 # How the dispatcher may fold a command into an engine batch (server.py).
 BATCH_NONE, BATCH_GET, BATCH_MGET, BATCH_EXISTS, BATCH_SET = 0, 1, 2, 3, 4
+# The dispatcher's items for a block of pipelined GETs / SETs (one item, several keys).
+GET_BLOCK, SET_BLOCK = 10, 11
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 Sections: server, clients, memory, stats, replication, keyspace (as Redis names their fields),
 engine (backend, geometry, occupancy and the engine counters of engine.stats()) and appliance
-(reloads and the other front-ends' counters). `INFO`, `INFO default`, `INFO all` and
+(reloads and the other front-ends' counters), and hosttier (the Redis behind the engine: fills,
+invalidations, links; only when there is one). `INFO`, `INFO default`, `INFO all` and
 `INFO everything` give them all; an unknown section gives nothing, as in Redis.
 """
 
@@ -12,7 +13,7 @@ import os
 import platform
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from .... import __version__ as PYNQ_KV_VERSION
 from .base import Server
@@ -127,10 +128,18 @@ def _appliance(srv: Server) -> dict[str, Any]:
     return out
 
 
-SECTIONS: dict[str, Callable[[Server], dict[str, Any]]] = {
+def _hosttier(srv: Server) -> Optional[dict[str, Any]]:
+    tier = getattr(srv, "tier", None)
+    return tier.info() if tier is not None else None
+
+
+SECTIONS: dict[str, Callable[[Server], Optional[dict[str, Any]]]] = {
     "server": _server, "clients": _clients, "memory": _memory, "stats": _stats,
     "replication": _replication, "keyspace": _keyspace, "engine": _engine, "appliance": _appliance,
+    "hosttier": _hosttier,
 }
+# With a host tier, INFO is Redis' own reply with these sections of pynq-kv's added.
+OWN_SECTIONS = ("engine", "appliance", "hosttier")
 
 
 def _line(value: Any) -> str:
@@ -138,15 +147,18 @@ def _line(value: Any) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
-def info_text(srv: Server, wanted: list[str]) -> str:
-    """The INFO reply text for the requested sections (all when none or all/default/everything)."""
+def info_text(srv: Server, wanted: list[str], among: Any = SECTIONS) -> str:
+    """The INFO reply text for the requested sections of `among` (all of them when none or
+    all/default/everything are asked for); a section that does not apply (None) is left out."""
     if not wanted or any(w in ("all", "default", "everything") for w in wanted):
-        names = list(SECTIONS)
+        names = list(among)
     else:
-        names = [name for name in SECTIONS if name in wanted]
+        names = [name for name in among if name in wanted]
     parts = []
     for name in names:
         fields = SECTIONS[name](srv)
+        if fields is None:
+            continue
         lines = [f"# {name.capitalize()}"] + [f"{k}:{_line(v)}" for k, v in fields.items()]
         parts.append("\r\n".join(lines) + "\r\n")
     return "\r\n".join(parts)

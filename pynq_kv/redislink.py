@@ -1,0 +1,232 @@
+"""Pipelined connections to the host tier's Redis, speaking raw RESP.
+
+A front-end forwards a client's command as the bytes Redis would get from the client, and the
+reply goes back to the client byte for byte: nothing is decoded and re-encoded on the way, so
+every reply type of every Redis version arrives as Redis wrote it. A `Link` writes requests in
+order and hands each reply, in order, to the handler given with its request; requests made in
+one event-loop iteration go out in one write (Redis sees them as one pipeline).
+
+`reply_end` frames replies (RESP2 and RESP3: aggregates, maps, attributes, pushes) without
+decoding them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, Callable, Optional, Sequence
+
+log = logging.getLogger("pynq_kv.redislink")
+
+Handler = Callable[[bytes], None]
+
+_LINE_TYPES = frozenset(b"+-:_,#(")  # a type byte, then one line
+_BULK_TYPES = frozenset(b"$=!")  # a length line, then that many bytes and CRLF
+_LIST_TYPES = frozenset(b"*~>")  # a count line, then that many replies
+_PAIR_TYPES = frozenset(b"%|")  # a count line, then twice that many (an attribute: then its reply)
+
+
+class ProtocolError(Exception):
+    """Redis sent bytes that are not RESP: the link is closed."""
+
+
+def encode_command(args: Sequence[bytes]) -> bytes:
+    """A command as a RESP array of bulk strings (what every client library sends)."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        parts.append(b"$%d\r\n" % len(arg))
+        parts.append(arg)
+        parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+def reply_end(buf: bytes, pos: int) -> int:
+    """Where the reply starting at buf[pos] ends, or -1 if buf does not hold all of it yet."""
+    need = 1
+    size = len(buf)
+    while need:
+        if pos >= size:
+            return -1
+        eol = buf.find(b"\r\n", pos)
+        if eol < 0:
+            return -1
+        kind = buf[pos]
+        need -= 1
+        if kind in _LINE_TYPES:
+            pos = eol + 2
+            continue
+        try:
+            count = int(buf[pos + 1:eol])
+        except ValueError:
+            raise ProtocolError(f"bad length line {bytes(buf[pos:eol])[:40]!r}") from None
+        if kind in _BULK_TYPES:
+            pos = eol + 2 if count < 0 else eol + 4 + count
+        elif kind in _LIST_TYPES:
+            pos = eol + 2
+            need += max(count, 0)
+        elif kind in _PAIR_TYPES:
+            pos = eol + 2
+            need += 2 * max(count, 0) + (kind == 124)  # an attribute precedes a reply
+        else:
+            raise ProtocolError(f"unknown reply type {bytes([kind])!r}")
+    return pos if pos <= size else -1
+
+
+def bulk_value(reply: bytes) -> Optional[bytes]:
+    """The string of a bulk-string reply, None for anything else (nil, an error, ...)."""
+    if reply[:1] != b"$":
+        return None
+    eol = reply.index(b"\r\n")
+    size = int(reply[1:eol])
+    return None if size < 0 else reply[eol + 2:eol + 2 + size]
+
+
+def integer_value(reply: bytes) -> Optional[int]:
+    """The number of an integer reply, None for anything else."""
+    return int(reply[1:-2]) if reply[:1] == b":" else None
+
+
+class Link(asyncio.Protocol):
+    """One connection to Redis: requests written in order, replies handed out in order.
+
+    Requests may be made before the connection is up (they wait), and while the link is
+    `held` (a client moving to its own connection waits for its replies on the shared one).
+    Replies that answer no request — RESP3 pushes — go to on_push. In `raw` mode every byte
+    Redis sends goes to the raw sink unframed (a subscribed client: messages come unasked).
+    """
+
+    def __init__(self, label: str, on_lost: Callable[["Link", Optional[BaseException]], None],
+                 handshake: Sequence[Sequence[bytes]] = (),
+                 on_push: Optional[Handler] = None) -> None:
+        self.label = label
+        self.on_lost = on_lost
+        self.on_push = on_push
+        self.transport: Any = None
+        self.handlers: deque[Handler] = deque()
+        self.out: list[bytes] = []
+        self.buf = b""
+        self.held = False
+        self.closed = False
+        self.raw_sink: Optional[Callable[[bytes], None]] = None
+        self._raw_next: Optional[Callable[[bytes], None]] = None
+        self._flush_scheduled = False
+        self._loop = asyncio.get_event_loop()
+        for args in handshake:
+            self.send(encode_command(args), self._handshake_reply)
+
+    def _handshake_reply(self, reply: bytes) -> None:
+        if reply[:1] == b"-":
+            log.error("Redis refused %s's handshake: %s", self.label, reply.strip().decode("latin-1"))
+            self.close()
+
+    @property
+    def pending(self) -> int:
+        """Requests sent or queued whose replies have not come."""
+        return len(self.handlers)
+
+    # -- requests -------------------------------------------------------------------------------
+    def send(self, payload: bytes, handler: Handler) -> None:
+        """Queue one request; its reply goes to handler. Written at the end of this loop turn."""
+        if self.closed:
+            handler(b"-ERR host tier connection closed\r\n")
+            return
+        self.out.append(payload)
+        self.handlers.append(handler)
+        self._schedule()
+
+    def send_raw(self, payload: bytes) -> None:
+        """Bytes for a link in raw mode (no reply is matched to them)."""
+        if not self.closed:
+            self.out.append(payload)
+            self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._flush_scheduled and self.transport is not None and not self.held:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write what was queued, in one write."""
+        self._flush_scheduled = False
+        if self.out and self.transport is not None and not self.held and not self.closed:
+            data = self.out[0] if len(self.out) == 1 else b"".join(self.out)
+            self.out.clear()
+            self.transport.write(data)
+
+    def go_raw(self, sink: Callable[[bytes], None]) -> None:
+        """Once every request sent so far is answered, hand all further bytes to sink unframed."""
+        if self.handlers:
+            self._raw_next = sink
+        else:
+            self.raw_sink = sink
+
+    def release(self) -> None:
+        """Stop holding: what was queued goes out."""
+        self.held = False
+        self._schedule()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        else:
+            self.connection_lost(None)
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self._schedule()
+
+    def data_received(self, data: bytes) -> None:
+        if self.raw_sink is not None:
+            self.raw_sink(data)
+            return
+        buf = self.buf + data if self.buf else data
+        pos = 0
+        handlers = self.handlers
+        try:
+            while pos < len(buf):
+                first = buf[pos]
+                if first == 43 or first == 58:  # +OK, :n — the common replies, framed at once
+                    end = buf.find(b"\r\n", pos) + 2
+                    if end < 2:
+                        break
+                else:
+                    end = reply_end(buf, pos)
+                    if end < 0:
+                        break
+                reply = buf[pos:end]
+                pos = end
+                if first == 62:  # > a push: answers no request
+                    if self.on_push is not None:
+                        self.on_push(reply)
+                    continue
+                if not handlers:
+                    raise ProtocolError("a reply to no request")
+                handlers.popleft()(reply)
+                if self._raw_next is not None and not handlers:  # the last framed reply
+                    self.raw_sink, self._raw_next = self._raw_next, None
+                    if pos < len(buf):
+                        self.raw_sink(buf[pos:])
+                    pos = len(buf)
+                    break
+        except ProtocolError as exc:
+            log.error("%s: %s; closing the connection", self.label, exc)
+            self.buf = b""
+            self.transport.abort()
+            return
+        self.buf = buf[pos:] if pos < len(buf) else b""
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.out.clear()
+        self.on_lost(self, exc)
+        error = b"-ERR host tier connection lost\r\n"
+        handlers = self.handlers
+        while handlers:
+            handlers.popleft()(error)
+
+
+__all__ = ["Link", "ProtocolError", "bulk_value", "encode_command", "integer_value", "reply_end"]

@@ -1,0 +1,359 @@
+"""The RESP server with a host tier: the engine answers what it holds, Redis everything else.
+
+With a Redis behind the engine (pynq_kv.tier), the dispatcher keeps its batching (server.py) but
+a run ends differently:
+
+- GET, MGET, EXISTS: one engine batch, as without a host tier; a key the engine does not hold is
+  asked of Redis (a GET also fills the engine, tier.fill_get), in the client's reply order.
+- SET (plain): its keys leave the engine, the SETs go to Redis; the reply is Redis' and the
+  value enters the engine after Redis acknowledged it (a fill, tier.py).
+- Every other command goes to Redis as the client sent it, and Redis' reply goes back byte for
+  byte. A command that may write takes its keys out of the engine when it is sent and when its
+  reply comes (rediscommands.py says which keys); MULTI ... EXEC does so at EXEC for every
+  write it queued.
+
+Requests of all clients share one connection to Redis (they go out together, one pipeline per
+loop turn). A client moves to a connection of its own — for the rest of its life — when it
+changes what Redis keeps per connection (MULTI, WATCH, SELECT, HELLO 3, CLIENT TRACKING,
+SUBSCRIBE, MONITOR, ...) or may block (BLPOP, XREAD BLOCK, WAIT): Redis then sees that client as
+one client. Its commands wait until its requests on the shared connection are answered, so each
+client's commands take effect in the order it sent them. After SUBSCRIBE or MONITOR, Redis'
+bytes are relayed unframed (messages come unasked).
+
+Handled by pynq-kv itself: AUTH (pynq-kv's requirepass), QUIT, HELLO (then forwarded for RESP3),
+the KV.* commands, CLIENT ID/GETNAME/SETNAME/SETINFO/INFO/LIST/HELP, and PING and ECHO of a
+client on the shared connection. INFO is Redis' reply with pynq-kv's sections appended.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from ...redislink import Link, bulk_value, encode_command
+from ...rediscommands import ALL
+from . import errors as E
+from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK
+from .commands.info import OWN_SECTIONS, info_text
+
+# Run by pynq-kv for every client.
+_LOCAL = frozenset({b"auth", b"quit", b"hello", b"kv.match", b"kv.rule.add", b"kv.rule.del",
+                    b"kv.rule.list", b"kv.stats"})
+# Run by pynq-kv for a client on the shared connection (inside its own, Redis may queue them).
+_LOCAL_SHARED = frozenset({b"ping", b"echo"})
+_CLIENT_LOCAL = frozenset({b"id", b"getname", b"setname", b"setinfo", b"info", b"list", b"help"})
+# Commands that change what Redis keeps for a connection: the client needs a connection of its own.
+_OWN_LINK = frozenset({b"multi", b"watch", b"select", b"subscribe", b"psubscribe", b"ssubscribe",
+                       b"monitor", b"reset", b"readonly", b"readwrite", b"asking", b"wait",
+                       b"waitaof", b"sync", b"psync", b"replconf", b"swapdb"})
+_CLIENT_OWN_LINK = frozenset({b"tracking", b"caching", b"reply", b"no-evict", b"no-touch",
+                              b"getredir", b"trackinginfo", b"unpause", b"pause"})
+# After these, Redis sends what it likes when it likes: its bytes are relayed unframed.
+_RAW_AFTER = frozenset({b"subscribe", b"psubscribe", b"ssubscribe", b"monitor"})
+_NOAUTH_OK = frozenset({b"auth", b"hello", b"quit"})
+_TIER_DOWN = E.error_reply(b"ERR host tier unavailable: Redis cannot be reached")
+_NIL2 = b"$-1\r\n"  # the shared connection's nil (RESP2); a RESP3 client gets "_"
+
+
+class Slot:
+    """A reply that Redis has not given yet, in its place among a client's replies."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: Optional[bytes] = None
+
+
+class Forwarder:
+    """What the RESP server does differently with a host tier (server.RespServer.forwarder)."""
+
+    def __init__(self, server: Any, tier: Any) -> None:
+        self.srv = server
+        self.tier = tier
+
+    # -- replies that come later ----------------------------------------------------------------
+    def slot(self, conn: Any) -> Slot:
+        slot = Slot()
+        conn.out.append(slot)
+        conn.waiting += 1
+        conn.has_slots = True
+        return slot
+
+    def answer(self, conn: Any, slot: Slot, reply: bytes) -> None:
+        if reply[:1] == b"-":
+            self.srv.error_replies += 1
+        slot.data = reply
+        conn.waiting -= 1
+        self.srv.ready(conn)
+
+    def _link(self, conn: Any, fast: bool = False) -> Optional[Link]:
+        """Where conn's next request goes: its own connection if it has one; else the shared
+        one (fast: GET and SET, whose RESP2 replies pynq-kv converts for RESP3 clients), or for
+        a RESP3 client's other commands the shared RESP3 connection. None: Redis is down."""
+        if conn.link is not None:
+            return conn.link
+        tier = self.tier
+        if not tier.up:
+            return None
+        return tier.main3 if conn.resp3 and not fast else tier.main
+
+    def _send(self, conn: Any, link: Link, payload: Optional[bytes],
+              handler: Optional[Callable[[bytes], None]]) -> None:
+        """Send in conn's order: a request for another connection than the one conn waits on
+        waits until those replies are in, so Redis runs conn's commands in the order it sent
+        them. handler None: Redis will not answer (subscribed, CLIENT REPLY OFF)."""
+        if conn.held_sends or conn.inflight and conn.inflight_link is not link:
+            conn.held_sends.append((link, payload, handler))
+        else:
+            self._send_now(conn, link, payload, handler)
+
+    def _send_now(self, conn: Any, link: Link, payload: Optional[bytes],
+                  handler: Optional[Callable[[bytes], None]]) -> None:
+        if payload is None:  # not a request: something to do in its turn (_after)
+            handler(b"")  # type: ignore[misc]
+        elif handler is None:
+            link.send_raw(payload)
+        else:
+            conn.inflight += 1
+            conn.inflight_link = link
+            link.send(payload, lambda reply: self._answered(conn, handler, reply))
+
+    def _answered(self, conn: Any, handler: Callable[[bytes], None], reply: bytes) -> None:
+        conn.inflight -= 1
+        handler(reply)
+        held = conn.held_sends
+        while held and (not conn.inflight or held[0][0] is conn.inflight_link):
+            self._send_now(conn, *held.popleft())
+
+    # -- unbatched commands ---------------------------------------------------------------------
+    def call(self, conn: Any, args: list[bytes]) -> None:
+        """One command: pynq-kv's own, or forwarded to Redis."""
+        name = args[0].lower()
+        sub = args[1].lower() if len(args) > 1 else b""
+        if conn.raw:
+            if name == b"quit":
+                conn.closing = True
+            elif conn.link is not None:
+                self._send(conn, conn.link, encode_command(args), None)
+            return
+        if (name in _LOCAL or name in _LOCAL_SHARED and conn.link is None
+                or name == b"client" and sub in _CLIENT_LOCAL):
+            self.srv.call_local(conn, args)
+            if name == b"hello" and conn.link is not None and conn.authenticated:
+                # its own connection speaks the protocol it now speaks
+                self._send(conn, conn.link, encode_command([b"HELLO", b"3" if conn.resp3 else b"2"]),
+                           _ignore)
+            return
+        if not conn.authenticated and name not in _NOAUTH_OK:
+            conn.out.append(E.error_reply(E.NOAUTH))
+            self.srv.error_replies += 1
+            return
+        conn.last_cmd = name.decode("latin-1")
+        if conn.link is None and (name in _OWN_LINK or name == b"client" and sub in _CLIENT_OWN_LINK
+                                  or self.tier.specs is not None and self.tier.specs.blocking(args)):
+            self.own_link(conn)
+        if name == b"client" and sub == b"reply" and len(args) == 3:
+            self._client_reply(conn, args)
+            return
+        if conn.reply_off or conn.reply_skip:
+            conn.reply_skip = False
+            self.forward(conn, args, quiet=True)
+            return
+        if name in _RAW_AFTER and conn.link is not None:
+            self.forward(conn, args, quiet=True)
+            conn.raw = True
+            link = conn.link
+            self._after(conn, link, lambda: link.go_raw(lambda data: self._relay(conn, data)))
+            return
+        if name == b"info":
+            self.forward(conn, args, transform=self._info(conn, args))
+            return
+        if name == b"config" and sub == b"resetstat":
+            self.srv.reset_stats()
+        self.forward(conn, args)
+
+    def _client_reply(self, conn: Any, args: list[bytes]) -> None:
+        """CLIENT REPLY ON|OFF|SKIP: Redis answers only ON, so no reply is waited for after the
+        others (and pynq-kv's own replies are dropped the same way)."""
+        mode = args[2].lower()
+        if mode == b"on":
+            conn.reply_off = False
+            self.forward(conn, args)
+        elif mode in (b"off", b"skip"):
+            self.forward(conn, args, quiet=True)
+            conn.reply_off = mode == b"off"
+            conn.reply_skip = mode == b"skip"
+        else:
+            self.forward(conn, args)
+
+    def forward(self, conn: Any, args: list[bytes], *, quiet: bool = False,
+                transform: Optional[Callable[[bytes], bytes]] = None) -> None:
+        """Send args to Redis; its reply takes this command's place among the client's replies
+        (none when quiet: Redis will not answer). Keys it may write leave the engine now and
+        again when the reply comes."""
+        tier = self.tier
+        link = self._link(conn)
+        if link is None:
+            if not quiet:
+                conn.out.append(_TIER_DOWN)
+                self.srv.error_replies += 1
+            return
+        tier.stats.forwarded += 1
+        written = self._written(conn, args)
+        tier.invalidate_written(written)
+        payload = encode_command(args)
+        if quiet:
+            self._send(conn, link, payload, None)
+            return
+        slot = self.slot(conn)
+
+        def done(reply: bytes) -> None:
+            if written is not None:
+                tier.invalidate_written(written)
+            self.answer(conn, slot, transform(reply) if transform is not None else reply)
+
+        self._send(conn, link, payload, done)
+
+    def _written(self, conn: Any, args: list[bytes]) -> Any:
+        """What args may change now: inside MULTI nothing runs before EXEC, which changes what
+        the transaction queued."""
+        specs = self.tier.specs
+        name = args[0].lower()
+        if conn.multi:
+            if name == b"exec":
+                written, conn.multi, conn.multi_written = conn.multi_written, False, None
+                return written
+            if name == b"discard":
+                conn.multi, conn.multi_written = False, None
+                return None
+            if name == b"multi":
+                return None
+            queued = specs.written(args) if specs is not None else ALL
+            if queued == ALL or conn.multi_written == ALL:
+                conn.multi_written = ALL
+            elif queued:
+                conn.multi_written = (conn.multi_written or []) + queued
+            return None
+        if name == b"multi":
+            conn.multi, conn.multi_written = True, None
+            return None
+        return specs.written(args) if specs is not None else ALL
+
+    def own_link(self, conn: Any) -> Link:
+        """Give conn a connection to Redis of its own (speaking its protocol)."""
+        def lost(link: Link, exc: Optional[BaseException]) -> None:
+            conn.finish = True  # its Redis connection (and so its state there) is gone
+            self.srv.ready(conn)
+
+        link = self.tier.dedicated(f"client id={conn.id}", lost,
+                                   on_push=lambda reply, conn=conn: self._relay(conn, reply),
+                                   resp3=conn.resp3)
+        conn.link = link
+        return link
+
+    def _after(self, conn: Any, link: Link, action: Callable[[], None]) -> None:
+        """Run action once every request conn sent so far on link is sent (not answered)."""
+        self._send(conn, link, None, lambda reply: action())
+
+    def _relay(self, conn: Any, data: bytes) -> None:
+        """Bytes Redis sent unasked (pushes, subscribed messages): to the client, in turn."""
+        conn.out.append(data)
+        self.srv.ready(conn)
+
+    def _info(self, conn: Any, args: list[bytes]) -> Callable[[bytes], bytes]:
+        wanted = [a.decode("latin-1").lower() for a in args[1:]]
+
+        def add_own(reply: bytes) -> bytes:
+            verbatim = reply[:1] == b"="  # RESP3: "=len\r\ntxt:..."
+            text = bulk_value(b"$" + reply[1:] if verbatim else reply)
+            if text is None:
+                return reply
+            own = info_text(self.srv, wanted, OWN_SECTIONS).encode()
+            if own:
+                text = text + b"\r\n" + own if text.strip(b"txt:") else (text + own)
+            return b"%s%d\r\n%s\r\n" % (b"=" if verbatim else b"$", len(text), text)
+        return add_own
+
+    # -- the end of a batched run ---------------------------------------------------------------
+    def run_writes(self, keys: list[bytes]) -> None:
+        """A run of plain SETs is about to go to Redis: their keys leave the engine now."""
+        self.tier.invalidate(keys)
+
+    def render_writes(self, items: list, keys: list[bytes], values: list[Any]) -> None:
+        """Each SET of the run to Redis; the engine is filled once Redis acknowledged it."""
+        j = 0
+        for conn, kind, n in items:
+            if kind == 0:
+                conn.out.append(n)
+                self.srv.error_replies += 1
+                continue
+            count = n if kind != BATCH_SET else 1
+            for k in range(j, j + count):
+                self._set(conn, keys[k], values[k])
+            j += count
+
+    def _set(self, conn: Any, key: bytes, value: Any) -> None:
+        tier = self.tier
+        text = value if isinstance(value, bytes) else str(value).encode()
+        link = self._link(conn, fast=True)
+        if link is None:
+            conn.out.append(_TIER_DOWN)
+            self.srv.error_replies += 1
+            return
+        tier.stats.forwarded += 1
+        slot = self.slot(conn)
+        ticket = tier.ticket()
+
+        def done(reply: bytes) -> None:
+            tier.settle(ticket, key, text if reply == b"+OK\r\n" else None)
+            self.answer(conn, slot, reply)
+
+        self._send(conn, link, encode_command([b"SET", key, text]), done)
+
+    def render_reads(self, items: list, keys: list[bytes], replies: list[Optional[bytes]]) -> None:
+        """Replies of a run of GET/MGET/EXISTS: the engine's where it had every key, Redis' for
+        the rest (replies holds each key's bulk reply, None where the engine missed)."""
+        j = 0
+        for conn, kind, n in items:
+            if kind == 0:
+                conn.out.append(n)
+                self.srv.error_replies += 1
+                continue
+            if kind == BATCH_GET or kind == GET_BLOCK:
+                count = 1 if kind == BATCH_GET else n
+                for k in range(j, j + count):
+                    if replies[k] is not None:
+                        conn.out.append(replies[k])
+                    else:
+                        self._get(conn, keys[k])
+                j += count
+                continue
+            mine = replies[j:j + n]
+            if None not in mine:
+                if kind == BATCH_MGET:
+                    conn.out.append(b"*%d\r\n" % n + b"".join(mine))  # type: ignore[arg-type]
+                else:
+                    conn.out.append(b":%d\r\n" % n)
+            else:  # MGET or EXISTS: Redis answers the whole command
+                self.forward(conn, [b"MGET" if kind == BATCH_MGET else b"EXISTS", *keys[j:j + n]])
+            j += n
+
+    def _get(self, conn: Any, key: bytes) -> None:
+        """GET from Redis on the shared connection, filling the engine (tier.fill_get)."""
+        link = self._link(conn, fast=True)
+        if link is None:
+            conn.out.append(_TIER_DOWN)
+            self.srv.error_replies += 1
+            return
+        self.tier.stats.forwarded += 1
+        slot = self.slot(conn)
+        requests = self.tier.fill_get(key, lambda reply: self.answer(
+            conn, slot, conn.nil if reply == _NIL2 else reply))
+        for payload, handler in requests:
+            self._send(conn, link, payload, handler)
+
+
+def _ignore(reply: bytes) -> None:
+    """A reply nobody waits for (the HELLO 3 that follows pynq-kv's own HELLO reply)."""
+
+
+__all__ = ["Forwarder", "Slot"]

@@ -1,0 +1,412 @@
+"""The engine as the hot tier of a Redis: coherence, fills, and the shared connection to Redis.
+
+Redis holds every key; the engine holds a copy of some string keys and answers them at one
+lookup per clock. The rule this module keeps (docs/hosttier.md, "Coherence"): **the engine never
+serves a value Redis would not.**
+
+- A write that goes through pynq-kv (a front-end's SET, a forwarded command that may write)
+  takes its keys out of the engine when it is sent and again when Redis' reply comes, before the
+  client sees that reply: a client never reads its own write's old value from the engine.
+- Every change Redis makes that pynq-kv did not send — another client's write, an expiry, an
+  eviction, FLUSHALL — reaches the engine through Redis' client-side caching: the shared
+  connection tracks every key in broadcast mode (`CLIENT TRACKING on BCAST NOLOOP`, the
+  invalidations redirected to a second connection subscribed to `__redis__:invalidate`).
+- A value enters the engine (a *fill*: after a GET that missed, or after a SET Redis
+  acknowledged) only if nothing invalidated its key after the request was sent. A fill waits for
+  a barrier, a PING on the invalidation connection sent after Redis answered the request: any
+  change Redis made before answering it reached us before that PING's reply, so a fill whose key
+  no invalidation touched in between is what Redis holds at that moment. Invalidations that come
+  later remove it again, in order.
+- Keys with a TTL are kept out of the engine (a fill asks PTTL too; only -1 is filled), so the
+  engine never needs to know about expiry; their changes still invalidate, so a key that gains
+  a TTL leaves the engine.
+- Losing a connection to Redis empties the engine (Redis may have lost what it acknowledged:
+  with `appendfsync everysec`, up to a second of writes): it refills as keys are read.
+
+Everything runs on the event loop that serves the engine; nothing here blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import hiredis
+
+from .keys import int_rows, tagged_rows
+from .limits import Limits
+from .rediscommands import ALL, CommandSpecs, Written
+from .redislink import Link, bulk_value, encode_command, integer_value
+
+log = logging.getLogger("pynq_kv.tier")
+
+INVALIDATE_CHANNEL = b"__redis__:invalidate"
+_PING = encode_command([b"PING"])
+_SET_STATUS_FULL = 3  # SetStatus.FULL as set_batch reports it
+# Reconnect delays after losing Redis (seconds): first try at once, then back off to this.
+RECONNECT_MAX_DELAY = 2.0
+
+
+class HostTierUnavailable(Exception):
+    """Redis cannot be reached: the request was not run."""
+
+
+class _InvalidationLink(asyncio.Protocol):
+    """The connection subscribed to Redis' invalidation messages; also answers barriers."""
+
+    def __init__(self, tier: "Tier") -> None:
+        self.tier = tier
+        self.transport: Any = None
+        self.reader = hiredis.Reader()
+        self.replies: asyncio.Queue = asyncio.Queue()  # replies before SUBSCRIBE (CLIENT ID, ...)
+        self.subscribed = False
+        self.closed = False
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def command(self, *args: bytes) -> None:
+        self.transport.write(encode_command(args))
+
+    def data_received(self, data: bytes) -> None:
+        self.reader.feed(data)
+        while True:
+            item = self.reader.gets()
+            if item is False:
+                return
+            if not self.subscribed:
+                self.replies.put_nowait(item)
+                continue
+            kind = item[0] if isinstance(item, list) and item else b""
+            if kind == b"message" and item[1] == INVALIDATE_CHANNEL:
+                self.tier.on_invalidation(item[2])
+            elif kind == b"pong":
+                self.tier.on_barrier()
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        if not self.closed:
+            self.closed = True
+            self.tier.link_lost("invalidation link", exc)
+
+
+class TierStats:
+    """Counters of the host tier (INFO hosttier, /v1/stats)."""
+
+    def __init__(self) -> None:
+        self.forwarded = 0
+        self.fills_requested = 0
+        self.fills_applied = 0
+        self.fills_discarded = 0
+        self.fills_refused = 0  # the table had no room
+        self.invalidated_keys = 0
+        self.invalidation_messages = 0
+        self.flushes = 0
+        self.barriers = 0
+        self.max_barrier_ms = 0.0
+        self.links_lost = 0
+        self.reconnects = 0
+
+
+class Tier:
+    """The shared connections to the host tier's Redis and the engine's coherence with it.
+
+    host is what connects to Redis (hosttier.HostTier: handshake(), open_link(factory)).
+    Front-ends send on `main` (requests of all clients go out together, one pipeline), or open
+    a connection of a client's own with `dedicated()` for commands that change a connection's
+    state (MULTI, SELECT, SUBSCRIBE, blocking commands, RESP3).
+    """
+
+    def __init__(self, appliance: Any, host: Any) -> None:
+        self.appliance = appliance
+        self.host = host
+        self.stats = TierStats()
+        self.specs: Optional[CommandSpecs] = None
+        self.main: Optional[Link] = None  # RESP2, tracking: fills and the clients' SETs go here
+        self.main3: Optional[Link] = None  # RESP3: RESP3 clients' other commands
+        self._inval: Optional[_InvalidationLink] = None
+        self.up = False
+        self._closing = False
+        self._reconnecting: Optional[asyncio.Task] = None
+        self._dedicated: set[Link] = set()
+        # Coherence: every invalidation advances the epoch; a fill remembers the epoch its request
+        # was sent at (its ticket) and is applied only if no invalidation of its key came since.
+        self.epoch = 0
+        self.flushed_at = 0  # epoch of the last whole-engine invalidation
+        self.tickets = 0  # fills requested and not settled: dirty is kept while there are any
+        self.dirty: dict[bytes, int] = {}
+        self._fills: list[tuple[int, bytes, bytes]] = []  # answered, waiting for a barrier
+        self._barrier: Optional[list[tuple[int, bytes, bytes]]] = None  # behind the PING sent
+        self._barrier_sent = 0.0
+        self._limits: Optional[Limits] = None
+        self.listeners: list[Callable[[], None]] = []  # told when the engine was emptied
+
+    # -- life cycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Connect both links, start tracking, and learn Redis' command table."""
+        inval = _InvalidationLink(self)
+        await self.host.open_link(lambda: inval)
+        for args in self.host.handshake():
+            inval.command(*args)
+            await self._expect(inval, args)
+        inval.command(b"CLIENT", b"ID")
+        client_id = await inval.replies.get()
+        if not isinstance(client_id, int):
+            raise HostTierUnavailable(f"CLIENT ID answered {client_id!r}")
+        inval.command(b"SUBSCRIBE", INVALIDATE_CHANNEL)
+        await self._expect(inval, [b"SUBSCRIBE"])
+        inval.subscribed = True
+        self._inval = inval
+        handshake = list(self.host.handshake()) + [
+            [b"CLIENT", b"TRACKING", b"on", b"REDIRECT", str(client_id).encode(), b"BCAST",
+             b"NOLOOP"]]
+        main = Link("shared link", self._main_lost, handshake)
+        await self.host.open_link(lambda: main)
+        main3 = Link("shared RESP3 link", self._main_lost, list(self.host.handshake()) + [[b"HELLO", b"3"]])
+        await self.host.open_link(lambda: main3)
+        reply: asyncio.Future = asyncio.get_running_loop().create_future()
+        main.send(encode_command([b"COMMAND"]), reply.set_result)
+        raw = await reply
+        if raw[:1] == b"-":
+            raise HostTierUnavailable(f"COMMAND failed: {raw.strip().decode('latin-1')}")
+        reader = hiredis.Reader()
+        reader.feed(raw)
+        self.specs = CommandSpecs(reader.gets())
+        self.main, self.main3 = main, main3
+        self.up = True
+        self.invalidate_all()  # whatever the engine held may be older than Redis
+
+    @staticmethod
+    async def _expect(inval: _InvalidationLink, args: Sequence[bytes]) -> None:
+        reply = await inval.replies.get()
+        if isinstance(reply, hiredis.ReplyError):
+            raise HostTierUnavailable(f"Redis refused {args[0]!r}: {reply}")
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        for link in list(self._dedicated):
+            link.close()
+        for link in (self.main, self.main3):
+            if link is not None:
+                link.close()
+        if self._inval is not None and self._inval.transport is not None:
+            self._inval.closed = True
+            self._inval.transport.close()
+        self.up = False
+
+    def dedicated(self, label: str, on_lost: Callable[[Link, Optional[BaseException]], None],
+                  on_push: Optional[Callable[[bytes], None]] = None, resp3: bool = False) -> Link:
+        """A connection of one client's own; requests wait until it is up."""
+        def lost(link: Link, exc: Optional[BaseException]) -> None:
+            self._dedicated.discard(link)
+            on_lost(link, exc)
+
+        handshake = list(self.host.handshake()) + ([[b"HELLO", b"3"]] if resp3 else [])
+        link = Link(label, lost, handshake, on_push)
+        self._dedicated.add(link)
+
+        async def connect() -> None:
+            try:
+                await self.host.open_link(lambda: link)
+            except Exception as exc:  # Redis gone: the client's requests fail, it is closed
+                link.connection_lost(exc)
+
+        asyncio.get_running_loop().create_task(connect())
+        return link
+
+    # -- losing Redis -------------------------------------------------------------------------
+    def _main_lost(self, link: Link, exc: Optional[BaseException]) -> None:
+        self.link_lost("shared link", exc)
+
+    def link_lost(self, what: str, exc: Optional[BaseException]) -> None:
+        """A shared link is gone: empty the engine and reconnect (invalidations may be lost,
+        and Redis may have lost writes it acknowledged)."""
+        if self._closing:
+            return
+        self.stats.links_lost += 1
+        was_up, self.up = self.up, False
+        if was_up:
+            log.error("lost the host tier's %s (%s): the engine is emptied until Redis is back",
+                      what, exc or "closed by Redis")
+        self.invalidate_all()
+        for other in (self.main, self.main3, self._inval):
+            if other is not None and other.transport is not None and not other.closed:
+                other.transport.abort()
+        self._fills.clear()
+        if self._barrier is not None:
+            self.tickets -= len(self._barrier)
+            self._barrier = None
+        if self._reconnecting is None or self._reconnecting.done():
+            self._reconnecting = asyncio.get_event_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        delay = 0.0
+        while not self._closing:
+            await asyncio.sleep(delay)
+            try:
+                await self.start()
+            except Exception as exc:  # still down: try again later
+                delay = min(RECONNECT_MAX_DELAY, max(0.05, delay * 2))
+                log.debug("host tier reconnect failed: %s", exc)
+                continue
+            self.stats.reconnects += 1
+            log.warning("host tier connection restored")
+            return
+
+    # -- coherence ----------------------------------------------------------------------------
+    def limits(self) -> Limits:
+        engine = self.appliance.engine
+        if self._limits is None or self._limits.engine is not engine:
+            self._limits = Limits(engine)
+        return self._limits
+
+    def invalidate(self, keys: Sequence[bytes]) -> None:
+        """These keys leave the engine now; fills requested before now will not bring them back."""
+        if not keys:
+            return
+        self.epoch += 1
+        if self.tickets:
+            epoch = self.epoch
+            for key in keys:
+                self.dirty[key] = epoch
+        limits = self.limits()
+        fit = [k for k in keys if len(k) <= limits.max_key]
+        if fit:
+            engine = limits.engine
+            engine.delete_batch(tagged_rows(fit, engine.geometry.key_bytes))
+        self.stats.invalidated_keys += len(keys)
+
+    def invalidate_all(self) -> None:
+        """The engine's whole table leaves (the rules stay: they are configuration)."""
+        self.epoch += 1
+        self.flushed_at = self.epoch
+        self.dirty.clear()
+        self.appliance.engine.clear(rules=False)
+        self.stats.flushes += 1
+        for listener in self.listeners:
+            listener()
+
+    def invalidate_written(self, written: Written) -> None:
+        """Apply what rediscommands.CommandSpecs.written said a command may change."""
+        if written is None:
+            return
+        if written == ALL:
+            self.invalidate_all()
+        else:
+            self.invalidate(written)  # type: ignore[arg-type]
+
+    def on_invalidation(self, payload: Any) -> None:
+        """A message on __redis__:invalidate: a list of keys, or nil for "everything"."""
+        self.stats.invalidation_messages += 1
+        if payload is None:
+            self.invalidate_all()
+        else:
+            self.invalidate(payload)
+
+    def ticket(self) -> int:
+        """Before sending a request whose answer may fill the engine: its ticket."""
+        self.tickets += 1
+        self.stats.fills_requested += 1
+        return self.epoch
+
+    def settle(self, ticket: int, key: Optional[bytes] = None, value: Optional[bytes] = None) -> None:
+        """The answer to a ticketed request: a value to fill (after the next barrier), or none."""
+        if key is None or value is None or not self.up:
+            self._untick(1)
+            return
+        self._fills.append((ticket, key, value))
+        if self._barrier is None:
+            self._send_barrier()
+
+    def _untick(self, n: int) -> None:
+        self.tickets -= n
+        if not self.tickets:
+            self.dirty.clear()
+
+    def _send_barrier(self) -> None:
+        inval = self._inval
+        if inval is None or inval.closed:
+            self._untick(len(self._fills))
+            self._fills = []
+            return
+        self._barrier, self._fills = self._fills, []
+        self._barrier_sent = time.monotonic()
+        inval.transport.write(_PING)
+
+    def on_barrier(self) -> None:
+        """The barrier's PING came back: every change Redis made before it has reached us."""
+        waiting, self._barrier = self._barrier or [], None
+        self.stats.barriers += 1
+        ms = (time.monotonic() - self._barrier_sent) * 1000
+        if ms > self.stats.max_barrier_ms:
+            self.stats.max_barrier_ms = ms
+        dirty, flushed = self.dirty, self.flushed_at
+        keys: list[bytes] = []
+        values: list[Any] = []
+        limits = self.limits()
+        for ticket, key, value in waiting:
+            if ticket < flushed or dirty.get(key, -1) > ticket:
+                self.stats.fills_discarded += 1
+                continue
+            number = limits.value(value)
+            if number is None or len(key) > limits.max_key:
+                continue
+            keys.append(key)
+            values.append(number)
+        if keys:
+            self._fill(limits, keys, values)
+        self._untick(len(waiting))
+        if self._fills:
+            self._send_barrier()
+
+    def _fill(self, limits: Limits, keys: list[bytes], values: list[Any]) -> None:
+        engine = limits.engine
+        g = engine.geometry
+        rows = int_rows(values, g.value_bytes) if limits.ints else tagged_rows(values, g.value_bytes)
+        status = engine.set_batch(tagged_rows(keys, g.key_bytes), rows)
+        refused = int((status == _SET_STATUS_FULL).sum())
+        self.stats.fills_refused += refused
+        self.stats.fills_applied += len(keys) - refused
+
+    def fill_get(self, key: bytes, handler: Callable[[bytes], None]) -> list[tuple[bytes, Callable[[bytes], None]]]:
+        """The requests (payload, reply handler) that GET key for a client (handler gets the
+        reply) and fill the engine with it if it is a string with no TTL; the caller sends them,
+        in this order, on the shared connection `main` (fills are ordered with its writes)."""
+        ticket = self.ticket()
+        box: list = []
+        return [(encode_command([b"GET", key]), handler_with_value(handler, box)),
+                (encode_command([b"PTTL", key]), lambda reply: self.settle(
+                    ticket, key, box[0] if box and integer_value(reply) == -1 else None))]
+
+    def info(self) -> dict[str, Any]:
+        s = self.stats
+        return {
+            "hosttier_up": int(self.up),
+            "hosttier_forwarded_commands": s.forwarded,
+            "hosttier_fills_requested": s.fills_requested,
+            "hosttier_fills_applied": s.fills_applied,
+            "hosttier_fills_discarded": s.fills_discarded,
+            "hosttier_fills_refused": s.fills_refused,
+            "hosttier_invalidated_keys": s.invalidated_keys,
+            "hosttier_invalidation_messages": s.invalidation_messages,
+            "hosttier_engine_flushes": s.flushes,
+            "hosttier_barriers": s.barriers,
+            "hosttier_max_barrier_ms": round(s.max_barrier_ms, 3),
+            "hosttier_links_lost": s.links_lost,
+            "hosttier_reconnects": s.reconnects,
+            "hosttier_dedicated_links": len(self._dedicated),
+        }
+
+
+def handler_with_value(handler: Callable[[bytes], None], box: list) -> Callable[[bytes], None]:
+    """A GET reply handler that also keeps the string it returned (None for anything else)."""
+    def got(reply: bytes) -> None:
+        box.append(bulk_value(reply))
+        handler(reply)
+    return got
+
+
+__all__ = ["HostTierUnavailable", "INVALIDATE_CHANNEL", "Tier", "TierStats"]
