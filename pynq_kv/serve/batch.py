@@ -9,56 +9,24 @@ the run as a ready item; a request of another kind first *flushes* the run: one 
 execution at batch cost. Requests that are not batched at all (RESP's MSET, KV.RULE.ADD, ...)
 flush the pipeline and run on their own.
 
-`Limits` is the one check of keys and values both servers make before anything is planned.
+`Limits` (pynq_kv.limits, shared with the host tier's restore) is the one check of keys and values
+both servers make before anything is planned; it is imported here so the servers find it with the
+rest of the batching.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Generic, Optional, TypeVar
 
-from ..engine import KVEngine
-from .codec import parse_uint
+from ..limits import Limits
+
+__all__ = ["Limits", "Pipeline"]
 
 Item = TypeVar("Item")
 # run(kind, keys, values) -> the engine's answer for the run (whatever render expects)
 Run = Callable[[Any, list, list], Any]
 # render(kind, items, answer of run)
 Render = Callable[[Any, list, Any], None]
-
-
-class Limits:
-    """What the engine accepts from a front-end: key and value byte strings, integer values."""
-
-    __slots__ = ("engine", "max_key", "max_value", "ints", "value_bits")
-
-    def __init__(self, engine: KVEngine) -> None:
-        self.engine = engine
-        self.max_key = engine.key_format.max_bytes
-        self.max_value = engine.value_format.max_bytes
-        self.ints = engine.value_kind == "int"
-        self.value_bits = engine.geometry.value_width
-
-    def key_fits(self, key: bytes) -> bool:
-        return len(key) <= self.max_key
-
-    def keys_fit(self, keys: list[bytes]) -> bool:
-        """All of (at least one) keys fit."""
-        return max(map(len, keys)) <= self.max_key
-
-    def value_fits(self, value: bytes) -> bool:
-        """A byte-string value fits the length-tagged encoding."""
-        return len(value) <= self.max_value
-
-    def values_fit(self, values: list[bytes]) -> bool:
-        """All of (at least one) byte-string values fit."""
-        return max(map(len, values)) <= self.max_value
-
-    def value(self, text: bytes) -> Any:
-        """The engine value of a front-end's byte string (an integer for an integer engine), or
-        None when it does not fit."""
-        if self.ints:
-            return parse_uint(text, self.value_bits)
-        return text if len(text) <= self.max_value else None
 
 
 class Pipeline(Generic[Item]):
