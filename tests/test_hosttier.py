@@ -369,3 +369,58 @@ def test_admin_rule_routes_save_the_rules_file(tier):
         assert load_rules(tier.rules_path, fresh) == 1 and list(fresh.rules()) == [made.json()["id"]]
         assert http.delete(f"/v1/rules/{made.json()['id']}", headers=AUTH).status_code == 204
         assert load_rules(tier.rules_path, fresh) == 0 and fresh.rules() == {}
+
+
+# -- pynq-kv serve with a host tier --------------------------------------------------------------
+
+
+def _serve(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "pynq_kv", "--backend", "model", "--rows", "64",
+                             "serve", "--resp-port", "0", "--disable", "udp", "--disable",
+                             "admin", *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def test_serve_fills_the_engine_from_the_private_redis_and_stops_it(tmp_path):
+    data = tmp_path / "data"
+    tier = HostTier.open(HostTierSettings(data))
+    c = tier.client()
+    c.set(b"greeting", b"hello")
+    c.close()
+    tier.close()
+    proc = _serve("--data-dir", str(data), "--appendfsync", "always")
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "host tier:" in line:
+                break
+        banner = "".join(lines)
+        assert f"host tier: private redis-server {tier.version}, AOF always, data in {data}; " \
+               f"wildcard rules in {data / 'rules.json'}" in banner, banner
+        assert "restored 1 of 1 keys from Redis" in banner and "1 entries loaded from Redis" in banner
+        port = int(banner.split("Redis (RESP2/RESP3) on tcp://127.0.0.1:")[1].split()[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"*2\r\n$3\r\nGET\r\n$8\r\ngreeting\r\n")
+            assert sock.recv(64) == b"$5\r\nhello\r\n"
+        with pytest.raises(HostTierError, match="in use by another pynq-kv serve"):
+            HostTier.open(HostTierSettings(data))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    HostTier.open(HostTierSettings(data)).close()  # serve's redis-server is gone with it
+
+
+def test_serve_refuses_state_with_a_host_tier(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "pynq_kv", "--state", str(tmp_path / "s.npz"),
+                             "serve", "--data-dir", str(tmp_path / "data")],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    assert result.returncode != 0
+    assert "--state is a snapshot file for memory-only mode (--no-store)" in result.stderr
