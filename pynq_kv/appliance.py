@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional, Union
 
 from .engine import KVEngine
-from .hosttier import HostTier, RestoreReport, load_rules, restore_engine, save_rules
+from .hosttier import (
+    REPLY_TIMEOUT,
+    HostTier,
+    RestoreReport,
+    load_rules,
+    restore_engine,
+    save_rules,
+)
 from .latency import LatencyRecorder
 from .layout import FieldLayout
 from .overlay import KVOverlay
@@ -114,7 +121,8 @@ class Appliance:
         """The host tier's rules file, then its hot keys, into engine."""
         assert self.host_tier is not None
         load_rules(self.host_tier.rules_path, engine)
-        client = self.host_tier.client()
+        # Bounded replies and no retries: a reload runs on the event loop.
+        client = self.host_tier.client(timeout=REPLY_TIMEOUT)
         try:
             return restore_engine(engine, client)
         finally:

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 APPENDFSYNC = ("always", "everysec", "no")
 MIN_VERSION = (6, 0)  # RESP3 and CLIENT TRACKING, which the coherence layer needs
 START_TIMEOUT = 10.0  # seconds for the private redis-server to answer PING
-CONNECT_TIMEOUT = 5.0  # seconds to connect to (and hear from) a Redis
+CONNECT_TIMEOUT = 5.0  # seconds to connect to a Redis
+REPLY_TIMEOUT = 5.0  # seconds a bounded client (start-up probes, restore) waits for a reply
 SHUTDOWN_TIMEOUT = 10.0  # seconds SHUTDOWN may take (flushing the AOF) before SIGTERM, SIGKILL
 # sun_path holds 108 bytes with its NUL; a data dir whose socket path is longer puts the socket
 # in a short temporary folder instead.
@@ -237,7 +238,7 @@ class HostTier:
                 pass_fds=(self._lock_fd,) if self._lock_fd is not None else (),
                 start_new_session=True,  # Ctrl-C reaches serve, which shuts Redis down in order
                 preexec_fn=_die_with_parent(os.getpid()))
-        client = self.client(timeout=CONNECT_TIMEOUT)
+        client = self.client(timeout=REPLY_TIMEOUT)
         try:
             self._wait_ready(client, logfile, since)
             self._check_server(client, f"the private redis-server ({binary})")
@@ -279,7 +280,7 @@ class HostTier:
         self._username = fields.get("username")
         self._password = fields.get("password")
         self._tls = urlsplit(url).scheme == "rediss"
-        client = self.client(timeout=CONNECT_TIMEOUT)
+        client = self.client(timeout=REPLY_TIMEOUT)
         try:
             self._check_server(client, f"the Redis at {mask_url(url)}")
         finally:
@@ -504,9 +505,19 @@ def restore_engine(engine: KVEngine, client: "redis.Redis", *, progress: bool = 
     the order read is the clients' own. The candidates are sorted by idle time (most recently
     used first); the load then MGETs them in that order and SETs them into the engine in
     batches, stopping at the first batch the table refuses (FULL). A key is stored as RESP SET
-    would store its value (pynq_kv.limits). The engine keeps what it held before.
+    would store its value (pynq_kv.limits). The engine keeps what it held before, and what was
+    loaded before Redis failed (HostTierError).
     """
-    logger = log or logging.getLogger("pynq_kv.hosttier")
+    import redis
+
+    try:
+        return _restore(engine, client, progress, log or logging.getLogger("pynq_kv.hosttier"))
+    except redis.RedisError as exc:
+        raise HostTierError(f"cannot restore from Redis: {type(exc).__name__}: {exc}") from exc
+
+
+def _restore(engine: KVEngine, client: "redis.Redis", progress: bool,
+             logger: logging.Logger) -> RestoreReport:
     from tqdm import tqdm
 
     show = progress and sys.stderr.isatty()

@@ -424,3 +424,17 @@ def test_serve_refuses_state_with_a_host_tier(tmp_path):
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
     assert result.returncode != 0
     assert "--state is a snapshot file for memory-only mode (--no-store)" in result.stderr
+
+
+def test_reload_with_redis_gone_keeps_the_old_engine(tier, client):
+    client.set(b"a", b"1")
+    appliance = Appliance(lambda: KVEngine(**SMALL), host_tier=tier)
+    old = appliance.engine
+    assert tier.pid is not None
+    os.kill(tier.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while running(tier.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with pytest.raises(HostTierError, match="cannot restore from Redis"):
+        appliance.reload()
+    assert appliance.engine is old and old.get(b"a") == b"1"
