@@ -438,3 +438,26 @@ def test_reload_with_redis_gone_keeps_the_old_engine(tier, client):
     with pytest.raises(HostTierError, match="cannot restore from Redis"):
         appliance.reload()
     assert appliance.engine is old and old.get(b"a") == b"1"
+
+
+def test_restore_without_scripting_or_idle_times_still_counts_right(tier, client, tmp_path):
+    client.mset({b"a": b"1", b"b": b"2"})
+    client.set(b"t", b"x", ex=100)
+    client.rpush(b"l", b"x")
+    client.execute_command("ACL", "SETUSER", "noscripts", "on", ">pw", "~*", "+@all",
+                           "-@scripting")
+    client.config_set("maxmemory-policy", "allkeys-lfu")  # OBJECT IDLETIME is refused
+    url = f"unix://noscripts:pw@{tier.unix_path}"
+    other = HostTier.open(HostTierSettings(tmp_path / "other", redis_url=url))
+    try:
+        limited = other.client()
+        with pytest.raises(redis.ResponseError, match="no permissions"):
+            limited.eval("return 1", 0)
+        engine = KVEngine(**SMALL)
+        report = restore_engine(engine, limited, progress=False)
+        limited.close()
+    finally:
+        other.close()
+        client.config_set("maxmemory-policy", "noeviction")
+    assert (report.scanned, report.loaded, report.ttl, report.not_string) == (4, 2, 1, 1)
+    assert dict(engine.items()) == {b"a": b"1", b"b": b"2"}
