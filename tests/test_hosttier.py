@@ -86,6 +86,19 @@ def test_child_starts_with_aof_and_the_fsync_policy_then_stops(tmp_path):
     tier.close()  # idempotent
 
 
+def test_async_client_reaches_the_same_redis(tier, client):
+    client.set(b"k", b"v")
+
+    async def read() -> bytes:
+        c = tier.async_client()
+        try:
+            return await c.get(b"k")
+        finally:
+            await c.aclose()
+
+    assert asyncio.run(read()) == b"v"
+
+
 def test_data_survives_close_and_reopen(tmp_path):
     settings = HostTierSettings(tmp_path / "data", appendfsync="always")
     tier = HostTier.open(settings)
