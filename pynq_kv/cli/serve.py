@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import click
 
+from ..serve.config import DEFAULT_STORE
 from .common import CLIError, config_of, describe
 
 # -- serve -----------------------------------------------------------------------------------
@@ -41,7 +42,7 @@ from .common import CLIError, config_of, describe
               help="Do not start this front-end (repeatable).")
 @click.option("--store", type=click.Choice(["private", "url", "none"]), default=None,
               help="Where the data lives: a private redis-server (AOF in --data-dir), the Redis "
-                   "of --redis-url, or none: the engine only [default none for now; "
+                   f"of --redis-url, or none: the engine only [default {DEFAULT_STORE}; "
                    "--data-dir/--appendfsync/--redis-server imply private, --redis-url url] "
                    "(docs/hosttier.md).")
 @click.option("--no-store", is_flag=True, default=False,
@@ -94,7 +95,7 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     global options (pynq-kv --backend rtl --rows 1024 serve) or the config file. With a host
     tier (--store private, --data-dir, --redis-url) a Redis keeps the data and the engine starts
     filled from it, most recently used keys first; its wildcard rules are kept in
-    DATA_DIR/rules.json. Without one (--no-store, the default for now) the tables live in memory
+    DATA_DIR/rules.json. Without one (--no-store) the tables live in memory
     unless a state file is given with the global --state option or `state = "..."` in the config
     file: then serve loads it at start and saves it periodically and at shutdown. Stop with
     Ctrl-C or SIGTERM (graceful: nothing is lost).
