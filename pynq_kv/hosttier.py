@@ -185,8 +185,8 @@ class HostTier:
         """Start the private redis-server (or connect to settings.redis_url), wait until it
         answers, and check that it is Redis 6.0 or later; HostTierError says what went wrong."""
         data_dir = Path(settings.data_dir).expanduser().resolve()
-        try:
-            data_dir.mkdir(parents=True, exist_ok=True)
+        try:  # a new data dir is private: the AOF holds every value
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise HostTierError(f"cannot create the data dir {data_dir}: {exc.strerror}") from exc
         tier = cls(settings, data_dir, _lock(data_dir))

@@ -81,6 +81,7 @@ def test_child_starts_with_aof_and_the_fsync_policy_then_stops(tmp_path):
     c.set(b"k", b"v")
     c.close()
     assert list((data / "appendonlydir").glob("*.incr.aof"))
+    assert data.stat().st_mode & 0o077 == 0  # a new data dir is the user's alone
     tier.close()
     assert not running(pid) and not (data / "redis.sock").exists()
     tier.close()  # idempotent
