@@ -383,6 +383,7 @@ def test_admin_rule_routes_save_the_rules_file(tier):
         assert load_rules(tier.rules_path, fresh) == 1 and list(fresh.rules()) == [made.json()["id"]]
         assert http.delete(f"/v1/rules/{made.json()['id']}", headers=AUTH).status_code == 204
         assert load_rules(tier.rules_path, fresh) == 0 and fresh.rules() == {}
+        assert http.get("/v1/overlay").json()["host_tier"] == tier.describe()
 
 
 # -- pynq-kv serve with a host tier --------------------------------------------------------------

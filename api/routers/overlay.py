@@ -26,6 +26,7 @@ async def overlay(appliance: ApplianceDep, request: Request) -> OverlayPublic:
         **info, **loaded,
         layout=appliance.layout.to_dict() if appliance.layout else None,
         state_path=str(appliance.state_path) if appliance.state_path else None,
+        host_tier=appliance.host_tier.describe() if appliance.host_tier else None,
         uptime=appliance.uptime, reloads=appliance.reloads, config=request.app.state.config)
 
 
