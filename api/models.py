@@ -216,6 +216,9 @@ class OverlayPublic(BaseModel):
     rule_entries_used: int
     layout: Optional[dict[str, Any]]
     state_path: Optional[str]
+    host_tier: Optional[str] = Field(
+        default=None, description="the Redis behind the engine (docs/hosttier.md), as serve's "
+                                  "banner names it; null when the data lives in the engine only")
     uptime: float
     reloads: int
     config: Optional[dict[str, Any]] = Field(description="serve settings (secrets hidden)")

@@ -10,7 +10,9 @@ between (a RESP or UDP tick, one import chunk) always sees a live engine. Code t
 while it holds one (an admin request: FastAPI resolves dependencies, then runs the route) takes
 it with `async with appliance.lease()`; `reload_when_idle()` holds new leases back, waits for the
 lent ones to be returned, then reloads, so no request acknowledges a write to an engine a
-reload has already copied. Front-ends register a stats callable so INFO, /v1/stats and
+reload has already copied. With a host tier (a Redis behind the engine, pynq_kv/hosttier.py) the
+engine is refilled from Redis instead of copied, and the rules are kept in the tier's rules
+file: `rules_changed()` saves them after every change. Front-ends register a stats callable so INFO, /v1/stats and
 /metrics can show every front-end's counters side by side, and may register the
 `LatencyRecorder` they time their requests with (/metrics shows them as one histogram).
 """
@@ -24,6 +26,14 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Optional, Union
 
 from .engine import KVEngine
+from .hosttier import (
+    REPLY_TIMEOUT,
+    HostTier,
+    RestoreReport,
+    load_rules,
+    restore_engine,
+    save_rules,
+)
 from .latency import LatencyRecorder
 from .layout import FieldLayout
 from .overlay import KVOverlay
@@ -39,15 +49,25 @@ class Appliance:
     engine_factory makes the engine: a KVEngine, or a KVOverlay from pynq_kv.load(), whose
     engine is served and which `overlay` keeps (kind, source, board, manifest, front-end);
     `overlay` is None for an engine made directly.
+
+    host_tier: the Redis behind the engine; the engine starts with its rules file and its hot
+    keys (`restored` says what was loaded), reloads refill from it, and the appliance closes it.
+    state_path (a snapshot file) is for an appliance without one.
     """
 
     def __init__(self, engine_factory: EngineFactory, *,
                  layout: Optional[FieldLayout] = None,
-                 state_path: Optional[Path] = None) -> None:
+                 state_path: Optional[Path] = None,
+                 host_tier: Optional[HostTier] = None) -> None:
+        if state_path is not None and host_tier is not None:
+            raise ValueError("an appliance keeps its data in a state file or in a host tier, "
+                             "not both")
         self._factory = engine_factory
         self.engine, self.overlay = self._make()
         self.layout = layout
         self.state_path = state_path
+        self.host_tier = host_tier
+        self.restored: Optional[RestoreReport] = None
         self.started = time.time()
         self.reloads = 0
         self._frontends: dict[str, StatsFn] = {}
@@ -55,12 +75,14 @@ class Appliance:
         self._leases = 0
         self._reloading: Optional[asyncio.Future] = None  # done when the running reload ends
         self._returned: Optional[asyncio.Future] = None  # done when the last lease comes back
-        if state_path is not None and Path(state_path).exists():
-            try:
+        try:
+            if host_tier is not None:
+                self.restored = self._refill(self.engine)
+            elif state_path is not None and Path(state_path).exists():
                 self.engine.restore(state_path)
-            except BaseException:  # a state file the engine refuses: close what was opened
-                self.engine.close()
-                raise
+        except BaseException:  # a state file or rules file the engine refuses: close it
+            self.engine.close()
+            raise
 
     def _make(self) -> tuple[KVEngine, Optional[KVOverlay]]:
         made = self._factory()
@@ -95,17 +117,39 @@ class Appliance:
         """The registered front-ends' latency recorders, by front-end name."""
         return dict(self._latencies)
 
+    def _refill(self, engine: KVEngine) -> RestoreReport:
+        """The host tier's rules file, then its hot keys, into engine."""
+        assert self.host_tier is not None
+        load_rules(self.host_tier.rules_path, engine)
+        # Bounded replies and no retries: a reload runs on the event loop.
+        client = self.host_tier.client(timeout=REPLY_TIMEOUT)
+        try:
+            return restore_engine(engine, client)
+        finally:
+            client.close()
+
+    def rules_changed(self) -> None:
+        """Save the rules to the host tier's rules file (durably) after a rule was added or
+        removed; nothing to do without a host tier (a state file saves them with the entries)."""
+        if self.host_tier is not None:
+            save_rules(self.host_tier.rules_path, self.engine)
+
     def reload(self) -> int:
         """Rebuild the engine (through the factory: pynq_kv.load() reloads the overlay) and put
-        every entry and rule back.
+        every entry and rule back: from the host tier when there is one (its rules file and its
+        hot keys), else from a copy of the old engine.
 
-        The host copy is taken before the old engine closes; if the new engine cannot be made
-        or refuses the copy, the old one stays in service. Returns the entries restored.
+        The copy is taken before the old engine closes; if the new engine cannot be made or
+        refuses the copy, the old one stays in service. Returns the entries restored.
         """
-        snap = self.engine.snapshot()
+        snap = self.engine.snapshot() if self.host_tier is None else None
         fresh, overlay = self._make()
         try:
-            restored = fresh.load_snapshot(snap)
+            if snap is not None:
+                restored = fresh.load_snapshot(snap)
+            else:
+                self.restored = self._refill(fresh)
+                restored = self.restored.loaded
         except BaseException:
             fresh.close()
             raise
@@ -156,4 +200,9 @@ class Appliance:
         return self.engine.dump(self.state_path)
 
     def close(self) -> None:
-        self.engine.close()
+        """Close the engine, then the host tier (the private redis-server flushes its AOF)."""
+        try:
+            self.engine.close()
+        finally:
+            if self.host_tier is not None:
+                self.host_tier.close()

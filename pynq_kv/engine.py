@@ -550,11 +550,65 @@ class KVEngine:
             "version": SNAPSHOT_VERSION,
             "geometry": self.geometry.as_dict(),
             "value_kind": self.value_kind,
+            **self.rules_state(),
+        }
+        return Snapshot(meta, numbers.astype(np.int64), slots.keys, slots.values)
+
+    def rules_state(self) -> dict[str, Any]:
+        """Every rule (id, rule entries, the rule as Rule.to_dict) and the next rule id: the
+        rule part of a snapshot's meta, JSON-able; the host tier's rules file holds the same."""
+        return {
             "next_rule_id": self._next_rule_id,
             "rules": [{"id": rule_id, "entries": record.entries, "rule": record.rule.to_dict()}
                       for rule_id, record in sorted(self._rules.items())],
         }
-        return Snapshot(meta, numbers.astype(np.int64), slots.keys, slots.values)
+
+    def load_rules_state(self, state: Mapping[str, Any], origin: str = "rules") -> int:
+        """Replace every rule with those of a `rules_state()` (the exact table is untouched);
+        everything is checked before anything changes. Returns the rules loaded."""
+        rules, encoded = self._checked_rules(state, origin)
+        for rule_id in list(self._rules):
+            self.remove_rule(rule_id)
+        self._install_rules(state, rules, encoded)
+        return len(rules)
+
+    def _checked_rules(self, state: Mapping[str, Any], path: str
+                       ) -> tuple[list[tuple[int, Rule, list[int]]], list[bytes]]:
+        """The rules of a rules state, validated for this engine, with their encoded values."""
+        g = self.geometry
+        try:
+            rules = [(int(r["id"]), Rule.from_dict(r["rule"]), [int(e) for e in r["entries"]])
+                     for r in state["rules"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SnapshotError(f"{path}: bad rule record: {exc}") from exc
+        encoded = []
+        for rule_id, rule, entries in rules:
+            rule.validate(g.key_width, g.prio_width)
+            try:
+                encoded.append(self.value_format.encode(self._checked_value(rule.value)))
+            except ValueFormatError as exc:
+                raise SnapshotError(f"{path}: rule value: {exc}") from exc
+            if len(entries) != len(rule.entries):
+                raise SnapshotError(f"{path}: rule {rule_id} lists {len(entries)} entries for "
+                                    f"{len(rule.entries)} ternary entries")
+        used = [e for _, _, entries in rules for e in entries]
+        if len(used) > g.rules:
+            raise RuleTableFull(f"{path}: the rules need {len(used)} rule entries; this engine "
+                                f"has {g.rules}")
+        if len({rule_id for rule_id, _, _ in rules}) != len(rules) or len(set(used)) != len(used):
+            raise SnapshotError(f"{path}: rule ids or rule entries repeat")
+        # Rules go back to their own entries, which keeps §5.3 ties; a smaller rule table packs
+        # them from entry 0 in their old entry order instead.
+        if used and max(used) >= g.rules:
+            order = {old: new for new, old in enumerate(sorted(used))}
+            rules = [(rule_id, rule, [order[e] for e in entries]) for rule_id, rule, entries in rules]
+        return rules, encoded
+
+    def _install_rules(self, state: Mapping[str, Any], rules: list[tuple[int, Rule, list[int]]],
+                       encoded: list[bytes]) -> None:
+        for (rule_id, rule, entries), value in zip(rules, encoded):
+            self._install_rule(rule_id, rule, value, entries)
+        self._next_rule_id = max([int(state.get("next_rule_id", 1))] + [r + 1 for r, _, _ in rules])
 
     def dump(self, path: Union[str, os.PathLike]) -> int:
         """Write every entry (at its slot) and every rule to path atomically; returns entries."""
@@ -619,31 +673,7 @@ class KVEngine:
         if meta.get("value_kind") != self.value_kind:
             raise SnapshotError(f"{path}: snapshot stores {meta.get('value_kind')} values, this "
                                 f"engine {self.value_kind} values")
-        try:
-            rules = [(int(r["id"]), Rule.from_dict(r["rule"]), [int(e) for e in r["entries"]])
-                     for r in meta["rules"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SnapshotError(f"{path}: bad rule record: {exc}") from exc
-        encoded = []
-        for rule_id, rule, entries in rules:
-            rule.validate(g.key_width, g.prio_width)
-            try:
-                encoded.append(self.value_format.encode(self._checked_value(rule.value)))
-            except ValueFormatError as exc:
-                raise SnapshotError(f"{path}: rule value: {exc}") from exc
-            if len(entries) != len(rule.entries):
-                raise SnapshotError(f"{path}: rule {rule_id} lists {len(entries)} entries for "
-                                    f"{len(rule.entries)} ternary entries")
-        used = [e for _, _, entries in rules for e in entries]
-        if len(used) > g.rules:
-            raise RuleTableFull(f"snapshot rules need {len(used)} rule entries; this engine has {g.rules}")
-        if len({rule_id for rule_id, _, _ in rules}) != len(rules) or len(set(used)) != len(used):
-            raise SnapshotError(f"{path}: rule ids or rule entries repeat")
-        # Rules go back to their own entries, which keeps §5.3 ties; a smaller rule table packs
-        # them from entry 0 in their old entry order instead.
-        if used and max(used) >= g.rules:
-            order = {old: new for new, old in enumerate(sorted(used))}
-            rules = [(rule_id, rule, [order[e] for e in entries]) for rule_id, rule, entries in rules]
+        rules, encoded = self._checked_rules(meta, path)
         exact_place = snap_geometry == g
         if not exact_place:
             # Entries are inserted again; try it on a scratch model first (KVEngine's moves are
@@ -659,8 +689,6 @@ class KVEngine:
             self.backend.load_slots(numbers, keys, values)
         else:
             self._set_raw(keys, values)
-        for (rule_id, rule, entries), value in zip(rules, encoded):
-            self._install_rule(rule_id, rule, value, entries)
-        self._next_rule_id = max([int(meta.get("next_rule_id", 1))] + [r + 1 for r, _, _ in rules])
+        self._install_rules(meta, rules, encoded)
         return len(keys)
 

@@ -1,15 +1,20 @@
-"""What the engine accepts from a front-end, checked in one place for every front-end and the
-host tier: key and value lengths, and integer values read the strict Redis way.
+"""What the engine accepts from a byte-string client (RESP, memcached, the host tier's Redis).
 
-Keys and values become raw engine rows through pynq_kv.keys (tagged_rows, int_rows), the one
-home of the length-tagged encoding (engine.md §2).
+A Redis key is exactly the bytes a RESP client sends, and the engine stores a RESP SET's value
+as `Limits.value` reads it: the bytes themselves, or for an integer engine the strict Redis
+decimal. The servers (pynq_kv.serve) check their requests with `Limits`, and the host tier's
+restore (pynq_kv.hosttier) checks Redis' keys with the same one, so a key restored from Redis
+is the key a RESP GET looks up.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+import numpy as np
+
 from .engine import KVEngine
+from .keys import int_rows, tagged_rows
 
 
 def parse_uint(text: bytes, bits: int) -> Optional[int]:
@@ -53,3 +58,12 @@ class Limits:
         if self.ints:
             return parse_uint(text, self.value_bits)
         return text if len(text) <= self.max_value else None
+
+    def key_rows(self, keys: list[bytes]) -> np.ndarray:
+        """Raw engine keys of byte-string keys that fit (the length-tagged encoding)."""
+        return tagged_rows(keys, self.engine.geometry.key_bytes)
+
+    def value_rows(self, values: list[Any]) -> np.ndarray:
+        """Raw engine values of what `value` returned for each (integers or byte strings)."""
+        nbytes = self.engine.geometry.value_bytes
+        return int_rows(values, nbytes) if self.ints else tagged_rows(values, nbytes)

@@ -33,3 +33,31 @@ def test_refuses_read_modes(tmp_path):
     with pytest.raises(ValueError):
         with atomic_write(tmp_path / "x", "r"):
             pass
+
+
+def test_durable_fsyncs_the_data_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    import os
+    import stat
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    target = tmp_path / "rules.json"
+    with atomic_write(target, "w", encoding="utf-8", durable=True) as fh:
+        fh.write("{}")
+    assert events == ["fsync file", "rename", "fsync dir"]
+    assert target.read_text() == "{}"
+    events.clear()
+    with atomic_write(target, "w", encoding="utf-8") as fh:  # not durable: no fsync
+        fh.write("[]")
+    assert events == ["rename"]

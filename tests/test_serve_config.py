@@ -166,3 +166,40 @@ def test_udp_lists_from_file_and_flags(tmp_path: Path) -> None:
 def test_bad_udp_settings_are_refused(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build_config(load_config_file(write(tmp_path, text)), {})
+
+
+# -- where the data lives (docs/hosttier.md) ---------------------------------------------------
+
+
+def test_store_defaults_to_memory_only_and_host_tier_settings_ask_for_one(tmp_path: Path) -> None:
+    config = build_config({}, {})
+    assert config.store == "none" and config.host_tier_settings() is None
+    private = build_config({}, {"data_dir": tmp_path / "d", "appendfsync": "always"})
+    assert private.store == "private"
+    settings = private.host_tier_settings()
+    assert settings is not None and (settings.data_dir, settings.appendfsync,
+                                     settings.redis_url) == (tmp_path / "d", "always", None)
+    url = build_config({}, {"redis_url": "redis://:pw@127.0.0.1:6379/1"})
+    assert url.store == "url" and url.host_tier_settings().redis_url == "redis://:pw@127.0.0.1:6379/1"
+    assert url.public()["redis_url"] == "redis://:***@127.0.0.1:6379/1"
+    assert "pw@" not in repr(url.public())
+    named = build_config({}, {"store": "private"})
+    assert named.host_tier_settings().data_dir == Path("pynq-kv-data")
+
+
+def test_store_file_settings_and_refusals(tmp_path: Path) -> None:
+    settings = load_config_file(write(tmp_path, 'data_dir = "~/kvdata"\nappendfsync = "no"\n'))
+    config = build_config(settings, {})
+    assert config.store == "private" and config.data_dir == Path("~/kvdata").expanduser()
+    refusals = [
+        ({"store": "none", "redis_url": "redis://h"}, "cannot go with --no-store"),
+        ({"store": "url"}, "needs the Redis to use: --redis-url URL"),
+        ({"store": "private", "state": tmp_path / "s.npz"},
+         "--state is a snapshot file for memory-only mode"),
+        ({"appendfsync": "sometimes"}, "appendfsync must be one of always, everysec, no"),
+        ({"store": "disk"}, "store must be one of none, private, url"),
+    ]
+    for flags, message in refusals:
+        with pytest.raises(ConfigError, match=message):
+            build_config({}, flags)
+    assert build_config({}, {"state": tmp_path / "s.npz"}).store == "none"  # --state stays as it was

@@ -26,6 +26,7 @@ async def overlay(appliance: ApplianceDep, request: Request) -> OverlayPublic:
         **info, **loaded,
         layout=appliance.layout.to_dict() if appliance.layout else None,
         state_path=str(appliance.state_path) if appliance.state_path else None,
+        host_tier=appliance.host_tier.describe() if appliance.host_tier else None,
         uptime=appliance.uptime, reloads=appliance.reloads, config=request.app.state.config)
 
 
@@ -34,7 +35,7 @@ async def overlay(appliance: ApplianceDep, request: Request) -> OverlayPublic:
                         503: {"model": Message, "description": "Reload failed; the old engine serves on"}})
 async def reload(appliance: ApplianceDep) -> ReloadResult:
     """Re-open the overlay through pynq_kv.load() (a board loads its bitstream again) and put
-    every entry and rule back.
+    every entry and rule back (with a host tier: its rules file and its hottest keys, from Redis).
 
     Counters start again from zero. The reload waits for admin requests holding the engine to
     finish (and holds new ones back), so none acknowledges a write the copy misses. If the new

@@ -1,4 +1,8 @@
-"""/v1/rules: wildcard rules from per-field specs or raw ternary entries."""
+"""/v1/rules: wildcard rules from per-field specs or raw ternary entries.
+
+With a host tier every change is saved to its rules file (Appliance.rules_changed) before the
+answer; a change that cannot be saved is undone where it can be (an added rule) and answered 503.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +16,14 @@ from pynq_kv.layout import FieldLayout
 from pynq_kv.rules import Rule, Ternary
 
 from ..codec import engine_value, item_out
-from ..deps import Authorized, EngineDep, LayoutDep
-from ..errors import NO_ROOM, NOT_FOUND, UNAUTHORIZED, InputError
+from ..deps import ApplianceDep, Authorized, EngineDep, LayoutDep
+from ..errors import NO_ROOM, NOT_FOUND, UNAUTHORIZED, InputError, Message
 from ..models import RuleCreate, RulePublic, TernaryIn, TernaryOut
 
 router = APIRouter(prefix="/v1/rules", tags=["rules"])
+
+NOT_SAVED = {503: {"model": Message, "description": "The rules file of the host tier could not "
+                                                    "be written"}}
 
 _LAYOUT_ERRORS = (KVError, ValueError, TypeError)  # odd JSON shapes must not become a 500
 
@@ -77,9 +84,9 @@ async def list_rules(engine: EngineDep) -> list[RulePublic]:
 
 
 @router.post("", status_code=201, response_model=RulePublic, dependencies=Authorized,
-             responses={**UNAUTHORIZED, **NO_ROOM})
+             responses={**UNAUTHORIZED, **NO_ROOM, **NOT_SAVED})
 async def create_rule(body: RuleCreate, request: Request, response: Response, engine: EngineDep,
-                      layout: LayoutDep) -> RulePublic:
+                      layout: LayoutDep, appliance: ApplianceDep) -> RulePublic:
     """Add a rule; 422 names the offending field in loc, 507 if the rule table has no room.
 
     A range expands to several ternary entries, and specs on several fields to their cross
@@ -99,6 +106,11 @@ async def create_rule(body: RuleCreate, request: Request, response: Response, en
         rule_id = engine.add_rule(rule)
     except RuleTableFull as exc:
         raise HTTPException(507, str(exc)) from None
+    try:
+        appliance.rules_changed()
+    except (KVError, OSError) as exc:
+        engine.remove_rule(rule_id)
+        raise HTTPException(503, f"the rule was not added: cannot save the rules file: {exc}") from None
     response.headers["Location"] = str(request.url_for("get_rule", rule_id=rule_id).path)
     return rule_public(engine, rule_id, rule, {})
 
@@ -112,10 +124,15 @@ async def get_rule(rule_id: int, engine: EngineDep) -> RulePublic:
 
 
 @router.delete("/{rule_id}", status_code=204, dependencies=Authorized,
-               responses={**NOT_FOUND, **UNAUTHORIZED})
-async def delete_rule(rule_id: int, engine: EngineDep) -> Response:
+               responses={**NOT_FOUND, **UNAUTHORIZED, **NOT_SAVED})
+async def delete_rule(rule_id: int, engine: EngineDep, appliance: ApplianceDep) -> Response:
     try:
         engine.remove_rule(rule_id)
     except UnknownRule as exc:
         raise HTTPException(404, str(exc)) from None
+    try:
+        appliance.rules_changed()
+    except (KVError, OSError) as exc:
+        raise HTTPException(503, f"the rule is removed from the engine, but the rules file "
+                                 f"still holds it (it comes back on reload): {exc}") from None
     return Response(status_code=204)

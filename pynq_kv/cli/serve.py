@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import click
 
+from ..serve.config import DEFAULT_STORE
 from .common import CLIError, config_of, describe
 
 # -- serve -----------------------------------------------------------------------------------
@@ -39,6 +40,25 @@ from .common import CLIError, config_of, describe
                    "(docs/frontend.md §10).")
 @click.option("--disable", multiple=True, type=click.Choice(["resp", "udp", "admin"]),
               help="Do not start this front-end (repeatable).")
+@click.option("--store", type=click.Choice(["private", "url", "none"]), default=None,
+              help="Where the data lives: a private redis-server (AOF in --data-dir), the Redis "
+                   f"of --redis-url, or none: the engine only [default {DEFAULT_STORE}; "
+                   "--data-dir/--appendfsync/--redis-server imply private, --redis-url url] "
+                   "(docs/hosttier.md).")
+@click.option("--no-store", is_flag=True, default=False,
+              help="Memory-only mode: no Redis behind the engine (the global --state may keep "
+                   "a snapshot file); the same as --store none.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="DIR",
+              help="The host tier's folder: the private redis-server's AOF, config, log and "
+                   "socket, and the wildcard rules file [default ./pynq-kv-data].")
+@click.option("--appendfsync", type=click.Choice(["always", "everysec", "no"]), default=None,
+              help="The private redis-server's AOF fsync policy [default everysec].")
+@click.option("--redis-url", default=None, metavar="URL", envvar="PYNQ_KV_REDIS_URL",
+              help="Use this Redis (redis://, rediss://, unix://) instead of a private "
+                   "redis-server [env PYNQ_KV_REDIS_URL].")
+@click.option("--redis-server", default=None, metavar="PATH",
+              help="The redis-server binary of the private host tier [default redis-server].")
 @click.option("--save-interval", type=float, default=None, metavar="SECONDS",
               help="With a state file: save it this often, 0 = only at shutdown [default 60].")
 @click.option("--requirepass", default=None, metavar="PASSWORD",
@@ -62,7 +82,9 @@ from .common import CLIError, config_of, describe
 def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
           resp_port: Optional[int], udp_port: Optional[int], admin_port: Optional[int],
           udp_allow: tuple[str, ...], udp_deny: tuple[str, ...], udp_trust: tuple[str, ...],
-          udp_budget: Optional[int], disable: tuple[str, ...], save_interval: Optional[float],
+          udp_budget: Optional[int], disable: tuple[str, ...], store: Optional[str],
+          no_store: bool, data_dir: Optional[Path], appendfsync: Optional[str],
+          redis_url: Optional[str], redis_server: Optional[str], save_interval: Optional[float],
           requirepass: Optional[str],
           admin_token: Optional[str], layout: Optional[str], max_clients: Optional[int],
           maxmemory_clients: Optional[int], idle_timeout: Optional[float], log_level: Optional[str]) -> None:
@@ -70,9 +92,13 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
 
     \b
     The engine is opened through pynq_kv.load(): backend, board and geometry come from the
-    global options (pynq-kv --backend rtl --rows 1024 serve) or the config file. The tables live in memory unless a state file is given with the global
-    --state option or `state = "..."` in the config file: then serve loads it at start and saves
-    it periodically and at shutdown. Stop with Ctrl-C or SIGTERM (graceful: nothing is lost).
+    global options (pynq-kv --backend rtl --rows 1024 serve) or the config file. With a host
+    tier (--store private, --data-dir, --redis-url) a Redis keeps the data and the engine starts
+    filled from it, most recently used keys first; its wildcard rules are kept in
+    DATA_DIR/rules.json. Without one (--no-store) the tables live in memory
+    unless a state file is given with the global --state option or `state = "..."` in the config
+    file: then serve loads it at start and saves it periodically and at shutdown. Stop with
+    Ctrl-C or SIGTERM (graceful: nothing is lost).
     """
     import asyncio
     import logging
@@ -99,7 +125,13 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
         flags["value_kind"] = cfg.value_kind
     if cfg.geometry:
         flags["geometry"] = dict(cfg.geometry)
-    given = {"bind": bind, "resp_port": resp_port, "udp_port": udp_port, "admin_port": admin_port,
+    if no_store:
+        if store not in (None, "none"):
+            raise CLIError(f"--no-store contradicts --store {store}")
+        store = "none"
+    given = {"store": store, "data_dir": data_dir, "appendfsync": appendfsync,
+             "redis_url": redis_url, "redis_server": redis_server,
+             "bind": bind, "resp_port": resp_port, "udp_port": udp_port, "admin_port": admin_port,
              "save_interval": save_interval, "requirepass": requirepass,
              "admin_token": admin_token, "layout": layout, "log_level": log_level,
              "udp_budget": udp_budget}

@@ -19,6 +19,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from ..errors import KeyFormatError, KVError
 from ..geometry import Geometry
+from ..hosttier import APPENDFSYNC, HostTierSettings, mask_url
 from ..keys import VALUE_KINDS
 from ..layout import FieldLayout
 from ..net.addr import is_loopback
@@ -27,6 +28,14 @@ from ..overlay import AUTO, unavailable_here
 from ..admission import DEFAULT_BUDGET, Admission, AdmissionError, admission_from_options
 
 FRONTENDS = ("resp", "udp", "admin")
+# Where the data lives (docs/hosttier.md): "none" in the engine only (a --state snapshot file at
+# most), "private" in a redis-server serve starts, "url" in the Redis at redis_url.
+STORES = ("none", "private", "url")
+# Memory-only until the RESP front-end writes through to Redis (issue 15); then "private".
+DEFAULT_STORE = "none"
+# Settings that only mean something with a host tier: given without a store, they ask for the
+# private redis-server (redis_url: for that Redis).
+_PRIVATE_SETTINGS = ("data_dir", "appendfsync", "redis_server")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
 # name -> (type, smallest allowed value). Timeouts of 0 mean "never".
 RESP_LIMITS: dict[str, tuple[type, float]] = {
@@ -57,7 +66,12 @@ class ServeConfig:
     udp_port: int = 11211
     admin_port: int = 8080
     disable: list[str] = field(default_factory=list)
-    state: Optional[Path] = None
+    store: str = DEFAULT_STORE  # one of STORES
+    data_dir: Path = Path("pynq-kv-data")  # the host tier's data, lock and rules file
+    appendfsync: str = "everysec"  # the private redis-server's AOF fsync policy
+    redis_url: Optional[str] = None  # store "url": redis://, rediss:// or unix:// URL
+    redis_server: str = "redis-server"  # store "private": the binary
+    state: Optional[Path] = None  # store "none" only: the snapshot file
     save_interval: float = 60.0
     requirepass: Optional[str] = None
     admin_token: Optional[str] = None
@@ -93,6 +107,14 @@ class ServeConfig:
         """UDP is enabled and some source may use it."""
         return self.enabled("udp") and self.udp_admission() is not None
 
+    def host_tier_settings(self) -> Optional[HostTierSettings]:
+        """The host tier to open, or None when the data lives in the engine only."""
+        if self.store == "none":
+            return None
+        return HostTierSettings(Path(self.data_dir), self.appendfsync,
+                                self.redis_url if self.store == "url" else None,
+                                self.redis_server)
+
     def engine_options(self) -> EngineOptions:
         """Backend, geometry, value kind and layout: the engine these settings describe."""
         return EngineOptions(self.backend, self.geometry, self.value_kind, self.layout)
@@ -119,6 +141,7 @@ class ServeConfig:
         if set(FRONTENDS) <= set(self.disable):
             raise ConfigError("every front-end is disabled: nothing to serve")
         self._validate_udp()
+        self._validate_store()
         for name in ("resp_port", "udp_port", "admin_port"):
             port = getattr(self, name)
             if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
@@ -156,6 +179,23 @@ class ServeConfig:
                               f"stays off on {self.bind} (not loopback) without --udp-allow or "
                               "--udp-trust")
 
+    def _validate_store(self) -> None:
+        if self.store not in STORES:
+            raise ConfigError(f"store must be one of {', '.join(STORES)}, got {self.store!r}")
+        if self.appendfsync not in APPENDFSYNC:
+            raise ConfigError(f"appendfsync must be one of {', '.join(APPENDFSYNC)}, "
+                              f"got {self.appendfsync!r}")
+        if self.store == "url" and not self.redis_url:
+            raise ConfigError("store url needs the Redis to use: --redis-url URL")
+        if self.redis_url and self.store != "url":
+            raise ConfigError(f"--redis-url names the Redis of the host tier; it cannot go with "
+                              f"{'--no-store' if self.store == 'none' else 'store ' + self.store}")
+        if self.state is not None and self.store != "none":
+            raise ConfigError(
+                "--state is a snapshot file for memory-only mode (--no-store); with a host "
+                f"tier ({self.store}) Redis keeps the data (the private one's AOF is in "
+                "--data-dir) and the rules file is in --data-dir")
+
     def _validate_resp_limits(self) -> None:
         for name, value in self.resp.items():
             if name not in RESP_LIMITS:
@@ -174,6 +214,8 @@ class ServeConfig:
         for secret in ("requirepass", "admin_token"):
             out[secret] = "(set)" if out[secret] else None
         out["state"] = str(self.state) if self.state else None
+        out["data_dir"] = str(self.data_dir)
+        out["redis_url"] = mask_url(self.redis_url) if self.redis_url else None
         return out
 
 
@@ -208,8 +250,9 @@ def load_config_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"config file {path}: unknown setting {key!r}")
     if geometry:
         out["geometry"] = geometry
-    if "state" in out and out["state"] is not None:
-        out["state"] = Path(os.path.expanduser(str(out["state"])))
+    for name in ("state", "data_dir"):
+        if out.get(name) is not None:
+            out[name] = Path(os.path.expanduser(str(out[name])))
     for name in ("disable", "udp_allow", "udp_deny", "udp_trust"):
         if isinstance(out.get(name), str):
             out[name] = [out[name]]
@@ -217,7 +260,10 @@ def load_config_file(path: Path) -> dict[str, Any]:
 
 
 def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -> ServeConfig:
-    """Defaults, overridden by the file, overridden by flags given explicitly; validated."""
+    """Defaults, overridden by the file, overridden by flags given explicitly; validated.
+
+    With no store named, a redis_url asks for store "url" and a host tier setting (data_dir,
+    appendfsync, redis_server) for "private"."""
     merged: dict[str, Any] = {}
     for source in (file_settings, flag_settings):
         for key, value in source.items():
@@ -225,6 +271,11 @@ def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -
                 merged.setdefault(key, {}).update(value)
             else:
                 merged[key] = value
+    if "store" not in merged:
+        if merged.get("redis_url"):
+            merged["store"] = "url"
+        elif any(name in merged for name in _PRIVATE_SETTINGS):
+            merged["store"] = "private"
     env_secrets = {"requirepass": "PYNQ_KV_REQUIREPASS", "admin_token": "PYNQ_KV_ADMIN_TOKEN"}
     for key, env in env_secrets.items():
         if not merged.get(key) and os.environ.get(env):

@@ -1,8 +1,9 @@
 """Run the appliance: one engine, the Redis, memcached-UDP and admin front-ends, one event loop.
 
-`serve()` starts everything, logs where each front-end listens, and on SIGINT/SIGTERM stops
-accepting, closes every front-end, writes the state file (when there is one) and closes the
-engine. Front-ends share the loop, so engine calls never interleave (see pynq_kv/appliance.py).
+`serve()` opens the host tier (when there is one: a private redis-server or the user's Redis,
+pynq_kv/hosttier.py) and fills the engine from it, starts everything, logs where each front-end
+listens, and on SIGINT/SIGTERM stops accepting, closes every front-end, writes the state file
+(when there is one) and closes the engine, then the host tier. Front-ends share the loop, so engine calls never interleave (see pynq_kv/appliance.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Awaitable, Callable, Iterator, Optional
 
 from .. import __version__
 from ..appliance import Appliance
+from ..hosttier import HostTier
 from ..overlay import KVOverlay, load
 from .accept import AsyncioAcceptErrors, listening_socket
 from .config import ServeConfig
@@ -35,7 +37,7 @@ class Running:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     async def close(self) -> None:
-        """Close front-ends newest first, then save and close the engine."""
+        """Close front-ends newest first, then save and close the engine and the host tier."""
         while self.closers:
             closer = self.closers.pop()
             try:
@@ -56,12 +58,21 @@ def uses_virtual_board(config: ServeConfig) -> bool:
 
 def make_appliance(config: ServeConfig) -> Appliance:
     """The overlay the config describes, opened (and on reload re-opened) by pynq_kv.load(),
-    with the tables of the state file when it exists."""
+    filled from the host tier (opened here, from the main thread: the private redis-server
+    stops with the thread that started it) or with the tables of the state file when it
+    exists."""
     def factory() -> KVOverlay:
         return load(config.board, config.backend, geometry=config.geometry,
                     value_kind=config.value_kind)
 
-    appliance = Appliance(factory, state_path=config.state)
+    settings = config.host_tier_settings()
+    tier = HostTier.open(settings) if settings is not None else None
+    try:
+        appliance = Appliance(factory, state_path=config.state, host_tier=tier)
+    except BaseException:
+        if tier is not None:
+            tier.close()
+        raise
     try:  # a board's key width is the bitstream's: the layout is made for the loaded engine
         appliance.layout = config.make_layout(appliance.engine.geometry.key_width)
     except BaseException:
@@ -166,11 +177,14 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
     engine = running.appliance.engine
     g = engine.geometry
     occ = engine.occupancy()
+    tier = running.appliance.host_tier
+    source = (f" from {config.state}" if config.state else " from Redis" if tier is not None
+              else "")
     lines = [
         f"pynq-kv {__version__} serving backend={engine.backend.name} "
         f"key_width={g.key_width} value_width={g.value_width} ways={g.ways} rows={g.rows} "
         f"stash={g.stash} rules={g.rules} (capacity {g.capacity}, {occ.used} entries loaded"
-        + (f" from {config.state}" if config.state else "") + ")",
+        + source + ")",
     ]
     udp_label = ("memcached (binary + text) on udp://{}:{}, bridged to the virtual board's "
                  "Ethernet port (Verilated kv_top)" if uses_virtual_board(config)
@@ -190,7 +204,11 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
         lines.append(f"  memcached/UDP is OFF: {config.bind} is not loopback and no "
                      "--udp-allow/--udp-trust network was given (UDP has no password; name "
                      "the networks that may use it)")
-    if config.state and config.save_interval:
+    if tier is not None:
+        if running.appliance.restored is not None:
+            lines.append(f"  {running.appliance.restored.describe()}")
+        lines.append(f"  host tier: {tier.describe()}; wildcard rules in {tier.rules_path}")
+    elif config.state and config.save_interval:
         lines.append(f"  state file {config.state}, saved every {config.save_interval:g} s "
                      "and at shutdown")
     elif config.state:
