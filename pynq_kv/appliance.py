@@ -58,7 +58,7 @@ class Appliance:
     def __init__(self, engine_factory: EngineFactory, *,
                  layout: Optional[FieldLayout] = None,
                  state_path: Optional[Path] = None,
-                 host_tier: Optional[HostTier] = None) -> None:
+                 host_tier: Optional[HostTier] = None, refill: bool = True) -> None:
         if state_path is not None and host_tier is not None:
             raise ValueError("an appliance keeps its data in a state file or in a host tier, "
                              "not both")
@@ -68,6 +68,8 @@ class Appliance:
         self.state_path = state_path
         self.host_tier = host_tier
         self.restored: Optional[RestoreReport] = None
+        # The engine's coherence with the host tier (pynq_kv.tier.Tier), once serve starts it.
+        self.tier: Optional[Any] = None
         self.started = time.time()
         self.reloads = 0
         self._frontends: dict[str, StatsFn] = {}
@@ -76,8 +78,8 @@ class Appliance:
         self._reloading: Optional[asyncio.Future] = None  # done when the running reload ends
         self._returned: Optional[asyncio.Future] = None  # done when the last lease comes back
         try:
-            if host_tier is not None:
-                self.restored = self._refill(self.engine)
+            if host_tier is not None and refill:
+                self.refill()
             elif state_path is not None and Path(state_path).exists():
                 self.engine.restore(state_path)
         except BaseException:  # a state file or rules file the engine refuses: close it
@@ -127,6 +129,12 @@ class Appliance:
             return restore_engine(engine, client)
         finally:
             client.close()
+
+    def refill(self) -> RestoreReport:
+        """Fill the engine from the host tier (serve calls it once the tier tracks changes, so
+        nothing Redis changes during the restore is missed: refill=False at construction)."""
+        self.restored = self._refill(self.engine)
+        return self.restored
 
     def rules_changed(self) -> None:
         """Save the rules to the host tier's rules file (durably) after a rule was added or

@@ -5,8 +5,10 @@ lookup per clock. The rule this module keeps (docs/hosttier.md, "Coherence"): **
 serves a value Redis would not.**
 
 - A write that goes through pynq-kv (a front-end's SET, a forwarded command that may write)
-  takes its keys out of the engine when it is sent and again when Redis' reply comes, before the
-  client sees that reply: a client never reads its own write's old value from the engine.
+  takes its keys out of the engine when it is sent, and — unless it went on the shared
+  connection, where fills and writes are in Redis' own order — again when Redis' reply comes,
+  before the client sees that reply: a client never reads its own write's old value from the
+  engine.
 - Every change Redis makes that pynq-kv did not send — another client's write, an expiry, an
   eviction, FLUSHALL — reaches the engine through Redis' client-side caching: the shared
   connection tracks every key in broadcast mode (`CLIENT TRACKING on BCAST NOLOOP`, the
@@ -35,7 +37,6 @@ from typing import Any, Callable, Optional, Sequence
 
 import hiredis
 
-from .keys import int_rows, tagged_rows
 from .limits import Limits
 from .rediscommands import ALL, CommandSpecs, Written
 from .redislink import Link, bulk_value, encode_command, integer_value
@@ -140,6 +141,7 @@ class Tier:
         self._barrier: Optional[list[tuple[int, bytes, bytes]]] = None  # behind the PING sent
         self._barrier_sent = 0.0
         self._limits: Optional[Limits] = None
+        self._doomed: list[bytes] = []  # invalidated keys not deleted from the engine yet
         self.listeners: list[Callable[[], None]] = []  # told when the engine was emptied
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -264,7 +266,9 @@ class Tier:
         return self._limits
 
     def invalidate(self, keys: Sequence[bytes]) -> None:
-        """These keys leave the engine now; fills requested before now will not bring them back."""
+        """These keys leave the engine — in one batch for all invalidations of this loop turn,
+        before the engine is next read (apply_invalidations) — and fills requested before now
+        will not bring them back."""
         if not keys:
             return
         self.epoch += 1
@@ -272,18 +276,29 @@ class Tier:
             epoch = self.epoch
             for key in keys:
                 self.dirty[key] = epoch
-        limits = self.limits()
-        fit = [k for k in keys if len(k) <= limits.max_key]
-        if fit:
-            engine = limits.engine
-            engine.delete_batch(tagged_rows(fit, engine.geometry.key_bytes))
+        if not self._doomed:
+            asyncio.get_event_loop().call_soon(self.apply_invalidations)
+        self._doomed.extend(keys)
         self.stats.invalidated_keys += len(keys)
+
+    def apply_invalidations(self) -> None:
+        """Delete from the engine the keys invalidated since the last call (readers of the
+        engine call this first; it also runs at the end of the loop turn that invalidated)."""
+        doomed = self._doomed
+        if not doomed:
+            return
+        limits = self.limits()
+        fit = list({k for k in doomed if len(k) <= limits.max_key})
+        doomed.clear()
+        if fit:
+            limits.engine.delete_batch(limits.key_rows(fit))
 
     def invalidate_all(self) -> None:
         """The engine's whole table leaves (the rules stay: they are configuration)."""
         self.epoch += 1
         self.flushed_at = self.epoch
         self.dirty.clear()
+        self._doomed.clear()
         self.appliance.engine.clear(rules=False)
         self.stats.flushes += 1
         for listener in self.listeners:
@@ -343,6 +358,7 @@ class Tier:
         ms = (time.monotonic() - self._barrier_sent) * 1000
         if ms > self.stats.max_barrier_ms:
             self.stats.max_barrier_ms = ms
+        self.apply_invalidations()
         dirty, flushed = self.dirty, self.flushed_at
         keys: list[bytes] = []
         values: list[Any] = []
@@ -363,10 +379,7 @@ class Tier:
             self._send_barrier()
 
     def _fill(self, limits: Limits, keys: list[bytes], values: list[Any]) -> None:
-        engine = limits.engine
-        g = engine.geometry
-        rows = int_rows(values, g.value_bytes) if limits.ints else tagged_rows(values, g.value_bytes)
-        status = engine.set_batch(tagged_rows(keys, g.key_bytes), rows)
+        status = limits.engine.set_batch(limits.key_rows(keys), limits.value_rows(values))
         refused = int((status == _SET_STATUS_FULL).sum())
         self.stats.fills_refused += refused
         self.stats.fills_applied += len(keys) - refused

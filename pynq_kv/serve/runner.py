@@ -68,7 +68,7 @@ def make_appliance(config: ServeConfig) -> Appliance:
     settings = config.host_tier_settings()
     tier = HostTier.open(settings) if settings is not None else None
     try:
-        appliance = Appliance(factory, state_path=config.state, host_tier=tier)
+        appliance = Appliance(factory, state_path=config.state, host_tier=tier, refill=False)
     except BaseException:
         if tier is not None:
             tier.close()
@@ -155,6 +155,19 @@ async def _start_udp(running: Running, config: ServeConfig) -> None:
     running.addresses["udp"] = (config.bind, server.port)
 
 
+async def _start_tier(running: Running) -> None:
+    """Track Redis' changes (pynq_kv.tier), then fill the engine from it: a change made while
+    the restore reads reaches the engine after it, in order."""
+    from ..tier import Tier
+
+    appliance = running.appliance
+    tier = Tier(appliance, appliance.host_tier)
+    await tier.start()
+    appliance.tier = tier
+    running.closers.append(tier.close)  # closed after every front-end
+    appliance.refill()
+
+
 STARTERS = {"resp": _start_resp, "udp": _start_udp, "admin": _start_admin}
 
 
@@ -163,6 +176,8 @@ async def start(config: ServeConfig) -> Running:
     appliance = make_appliance(config)
     running = Running(appliance)
     try:
+        if appliance.host_tier is not None:
+            await _start_tier(running)
         for name, starter in STARTERS.items():
             if config.udp_on() if name == "udp" else config.enabled(name):
                 await starter(running, config)

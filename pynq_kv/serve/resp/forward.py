@@ -137,6 +137,7 @@ class Forwarder:
             return
         if (name in _LOCAL or name in _LOCAL_SHARED and conn.link is None
                 or name == b"client" and sub in _CLIENT_LOCAL):
+            self.tier.apply_invalidations()  # KV.MATCH reads the engine
             self.srv.call_local(conn, args)
             if name == b"hello" and conn.link is not None and conn.authenticated:
                 # its own connection speaks the protocol it now speaks
@@ -205,10 +206,14 @@ class Forwarder:
             self._send(conn, link, payload, None)
             return
         slot = self.slot(conn)
+        # On the shared connection fills and writes are in Redis' order, and a fill asked before
+        # this write was sent is discarded: its send-time invalidation is enough. On any other,
+        # a fill may read the old value after this write was sent: invalidate again at the reply.
+        again = written if link is not tier.main else None
 
         def done(reply: bytes) -> None:
-            if written is not None:
-                tier.invalidate_written(written)
+            if again is not None:
+                tier.invalidate_written(again)
             self.answer(conn, slot, transform(reply) if transform is not None else reply)
 
         self._send(conn, link, payload, done)

@@ -852,6 +852,7 @@ class RespServer:
             self._ready.append(conn)
 
     def _flush_ready(self) -> None:
+        self.tier.apply_invalidations()  # before a client sees the reply to its write
         ready, self._ready = self._ready, []
         written = 0
         for conn in ready:
@@ -930,6 +931,8 @@ class RespServer:
         self._count_batch(len(keys))
         try:
             if kind == _READ:
+                if self.tier is not None:
+                    self.tier.apply_invalidations()  # a client reads after its own writes
                 return eng.get_batch(tagged_rows(keys, g.key_bytes))
             if self.forwarder is not None:  # SETs go to Redis; the engine is filled after
                 self.forwarder.run_writes(keys)

@@ -155,7 +155,9 @@ def cmd_rule_add(srv: Server, conn: Client, args: list[bytes]) -> Any:
             if match is None or mask is None:
                 return ErrorReply(b"ERR MATCH and MASK go together")
             rule = Rule.ternary(match, mask, priority, value, name=name)
-        return eng.add_rule(rule)
+        rule_id = eng.add_rule(rule)
+        srv.appliance.rules_changed()  # durable before the reply (with a host tier)
+        return rule_id
     except (KVError, TypeError) as exc:
         return ErrorReply(E.engine_error(exc))
 
@@ -168,6 +170,7 @@ def cmd_rule_del(srv: Server, conn: Client, args: list[bytes]) -> Any:
     if rule_id not in eng.rules():
         return 0
     eng.remove_rule(rule_id)
+    srv.appliance.rules_changed()
     return 1
 
 
