@@ -341,3 +341,34 @@ def test_redis_gone_gives_errors_and_empties_the_engine() -> None:
         r.close()
     finally:
         pynq.stop()
+
+
+def test_commands_on_pynq_kvs_own_links_are_refused(servers: Any, clients: Any) -> None:
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    with pytest.raises(redis.ResponseError, match="stop pynq-kv serve instead"):
+        r.execute_command("SHUTDOWN")
+    with pytest.raises(redis.ResponseError, match="CLIENT KILL is not supported"):
+        r.execute_command("CLIENT", "KILL", "ID", "1")
+    assert clients(behind.port).ping() and r.set("still", "up") and r.get("still") == b"up"
+
+
+def test_reset_and_client_reply_behave_as_on_redis(servers: Any, clients: Any) -> None:
+    """RESET forgets the transaction and the protocol; CLIENT REPLY OFF/SKIP silence replies."""
+    pynq, _, reference = servers
+    outputs = []
+    for port in (pynq.port, reference.port):
+        with socket.create_connection((HOST, port), timeout=5) as sock:
+            commands = [["HELLO", "3"], ["MULTI"], ["SET", "r", "1"], ["RESET"], ["GET", "r"],
+                        ["CLIENT", "REPLY", "SKIP"], ["SET", "r", "2"], ["GET", "r"],
+                        ["CLIENT", "REPLY", "OFF"], ["SET", "r", "3"], ["CLIENT", "REPLY", "ON"],
+                        ["GET", "r"], ["ECHO", "END"]]
+            sock.sendall(b"".join(encode_command(*c) for c in commands))
+            data = b""
+            while not data.endswith(b"$3\r\nEND\r\n"):
+                piece = sock.recv(65536)
+                assert piece
+                data += piece
+        outputs.append(data[data.index(b"+QUEUED"):])  # (HELLO's reply names the server)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].endswith(b"+RESET\r\n$-1\r\n$1\r\n2\r\n+OK\r\n$1\r\n3\r\n$3\r\nEND\r\n")
