@@ -33,12 +33,7 @@ class ProtocolError(Exception):
 
 def encode_command(args: Sequence[bytes]) -> bytes:
     """A command as a RESP array of bulk strings (what every client library sends)."""
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        parts.append(b"$%d\r\n" % len(arg))
-        parts.append(arg)
-        parts.append(b"\r\n")
-    return b"".join(parts)
+    return b"*%d\r\n" % len(args) + b"".join([b"$%d\r\n%s\r\n" % (len(a), a) for a in args])
 
 
 def reply_end(buf: bytes, pos: int) -> int:

@@ -50,6 +50,9 @@ _CLIENT_OWN_LINK = frozenset({b"tracking", b"caching", b"reply", b"no-evict", b"
 # After these, Redis sends what it likes when it likes: its bytes are relayed unframed.
 _RAW_AFTER = frozenset({b"subscribe", b"psubscribe", b"ssubscribe", b"monitor"})
 _NOAUTH_OK = frozenset({b"auth", b"hello", b"quit"})
+# Commands call() looks at more closely; every other one is forwarded at once.
+_SPECIAL = (_LOCAL | _LOCAL_SHARED | _OWN_LINK | _RAW_AFTER
+            | {b"client", b"info", b"config", b"shutdown", b"reset"})
 _TIER_DOWN = E.error_reply(E.TIER_DOWN)
 # Refused: they would act on pynq-kv's own connections to Redis (or stop that Redis).
 _REFUSED = {b"shutdown": E.TIER_SHUTDOWN, b"client|kill": E.TIER_CLIENT_KILL}
@@ -130,6 +133,13 @@ class Forwarder:
     def call(self, conn: Any, args: list[bytes]) -> None:
         """One command: pynq-kv's own, or forwarded to Redis."""
         name = args[0].lower()
+        if (name not in _SPECIAL and not conn.raw and conn.authenticated
+                and not conn.reply_off and not conn.reply_skip):  # most commands: straight on
+            conn.last_cmd = name.decode("latin-1")
+            if conn.link is None and self.tier.specs is not None and self.tier.specs.blocking(args):
+                self.own_link(conn)
+            self.forward(conn, args)
+            return
         sub = args[1].lower() if len(args) > 1 else b""
         if conn.raw:
             if name == b"quit":
