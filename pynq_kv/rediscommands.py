@@ -134,6 +134,17 @@ class CommandSpecs:
     def known(self, name: bytes) -> bool:
         return name.lower() in self._info
 
+    def plain_key(self, name: bytes) -> Optional[int]:
+        """For a command that is no container: 0 if it writes nothing, the index of the one key
+        it writes if that is all it writes, else None (a write of several or unknown keys)."""
+        name = name.lower()
+        info = self._info.get(name)
+        if info is None or name in self._containers:
+            return None
+        if not info.writes:
+            return 0
+        return info.single or None
+
     def blocking(self, args: Sequence[bytes]) -> bool:
         """Whether the command may block its connection (BLPOP, XREAD BLOCK, ...)."""
         info = self._find(args)

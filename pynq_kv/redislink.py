@@ -138,6 +138,16 @@ class Link(asyncio.Protocol):
         self.handlers.append(handler)
         self._schedule()
 
+    def send_many(self, payload: bytes, count: int, handler: Handler) -> None:
+        """Queue count requests written back to back in payload; each reply goes to handler."""
+        if self.closed:
+            for _ in range(count):
+                handler(b"-ERR host tier connection closed\r\n")
+            return
+        self.out.append(payload)
+        self.handlers.extend([handler] * count)
+        self._schedule()
+
     def send_raw(self, payload: bytes) -> None:
         """Bytes for a link in raw mode (no reply is matched to them)."""
         if not self.closed:

@@ -59,3 +59,11 @@ def test_written_keys(specs: CommandSpecs, args: list[str], written: object) -> 
 def test_blocking(specs: CommandSpecs) -> None:
     assert specs.blocking([b"BLPOP", b"q", b"0"]) and specs.blocking([b"xread", b"BLOCK", b"0"])
     assert not specs.blocking([b"LPOP", b"q"])
+
+
+def test_plain_key(specs: CommandSpecs) -> None:
+    """What a block of pipelined commands may go to Redis whole with (forward.py)."""
+    assert specs.plain_key(b"INCR") == 1 and specs.plain_key(b"lpush") == 1
+    assert specs.plain_key(b"GET") == 0 and specs.plain_key(b"LRANGE") == 0
+    for name in (b"MSET", b"DEL", b"EVAL", b"FLUSHALL", b"XGROUP", b"OBJECT", b"NOSUCH"):
+        assert specs.plain_key(name) is None, name

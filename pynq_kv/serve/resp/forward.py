@@ -192,6 +192,54 @@ class Forwarder:
             self.srv.reset_stats()
         self.forward(conn, args)
 
+    def can_forward_block(self, conn: Any, block: tuple) -> bool:
+        """Whether a block of pipelined commands (one column per argument) can go to Redis as
+        one: the same plain command throughout (no local one, none that changes connection
+        state or blocks), from a client on the shared connection, writing one key or none."""
+        names = block[0]
+        specs = self.tier.specs
+        if (conn.link is not None or not self.tier.up or conn.raw or not conn.authenticated
+                or specs is None or names.count(names[0]) != len(names)):
+            return False
+        name = names[0].lower()
+        if name in _SPECIAL or name in (b"exec", b"discard") or specs.blocking([name]):
+            return False
+        key = specs.plain_key(name)
+        return key is not None and key < len(block)
+
+    def forward_block(self, conn: Any, block: tuple) -> None:
+        """A block that can_forward_block accepted: its keys leave the engine, its commands go
+        to Redis in one piece, and its replies come back as one (in the block's place)."""
+        tier = self.tier
+        rows = list(zip(*block))
+        count = len(rows)
+        key = tier.specs.plain_key(block[0][0])
+        if key:  # the one key each row writes, at the same place in every row
+            tier.invalidate(block[key])
+        tier.stats.forwarded += count
+        conn.last_cmd = block[0][0].lower().decode("latin-1")
+        slot = self.slot(conn)
+        replies: list[bytes] = []
+
+        def each(reply: bytes) -> None:
+            replies.append(reply)
+            if len(replies) == count:
+                errors = sum(1 for r in replies if r[:1] == b"-")
+                self.srv.error_replies += errors
+                slot.data = b"".join(replies)
+                conn.waiting -= 1
+                self.srv.ready(conn)
+
+        link = self._link(conn)
+        if conn.inflight and conn.inflight_link is not link or conn.held_sends:
+            for row in rows:
+                self._send(conn, link, encode_command(row), each)
+            return
+        conn.inflight += count
+        conn.inflight_link = link
+        link.send_many(b"".join([encode_command(row) for row in rows]), count,
+                       lambda reply: self._answered(conn, each, reply))
+
     def _client_reply(self, conn: Any, args: list[bytes]) -> None:
         """CLIENT REPLY ON|OFF|SKIP: Redis answers only ON, so no reply is waited for after the
         others (and pynq-kv's own replies are dropped the same way)."""
