@@ -323,8 +323,12 @@ class Tier:
 
     def ticket(self) -> int:
         """Before sending a request whose answer may fill the engine: its ticket."""
-        self.tickets += 1
-        self.stats.fills_requested += 1
+        return self.tickets_for(1)
+
+    def tickets_for(self, count: int) -> int:
+        """ticket() for count requests sent together (each is settled on its own)."""
+        self.tickets += count
+        self.stats.fills_requested += count
         return self.epoch
 
     def settle(self, ticket: int, key: Optional[bytes] = None, value: Optional[bytes] = None) -> None:

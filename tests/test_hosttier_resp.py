@@ -210,6 +210,13 @@ def pipelined_blocks(r: redis.Redis) -> list:
         pipe.append("b:str", "+")
     pipe.get("b:str")  # in the same read: the engine must not answer the old value
     out += pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    for i in range(12):  # a block of plain SETs (one length, nothing after: the parser makes
+        pipe.set(f"b:s{i % 4}", f"v{i:02d}")  # one block of them), then reads of what they wrote
+    out += pipe.execute()
+    out.append(r.mget([f"b:s{i}" for i in range(4)]))
+    time.sleep(0.05)  # (pynq-kv: the fills are in the engine)
+    out.append(r.mget([f"b:s{i}" for i in range(4)]))
     return out + [r.get("b:str"), r.mget("b:n0", "b:n1", "b:n2")]
 
 

@@ -83,9 +83,9 @@ class Forwarder:
         conn.has_slots = True
         return slot
 
-    def answer(self, conn: Any, slot: Slot, reply: bytes) -> None:
-        if reply[:1] == b"-":
-            self.srv.error_replies += 1
+    def answer(self, conn: Any, slot: Slot, reply: bytes, errors: int = -1) -> None:
+        """Redis' reply (or a block's replies, errors of them errors) in its slot."""
+        self.srv.error_replies += (reply[:1] == b"-") if errors < 0 else errors
         slot.data = reply
         conn.waiting -= 1
         self.srv.ready(conn)
@@ -224,11 +224,7 @@ class Forwarder:
         def each(reply: bytes) -> None:
             replies.append(reply)
             if len(replies) == count:
-                errors = sum(1 for r in replies if r[:1] == b"-")
-                self.srv.error_replies += errors
-                slot.data = b"".join(replies)
-                conn.waiting -= 1
-                self.srv.ready(conn)
+                self.answer(conn, slot, b"".join(replies), _errors(replies))
 
         link = self._link(conn)
         if conn.inflight and conn.inflight_link is not link or conn.held_sends:
@@ -359,10 +355,41 @@ class Forwarder:
                 conn.out.append(n)
                 self.srv.error_replies += 1
                 continue
-            count = n if kind != BATCH_SET else 1
-            for k in range(j, j + count):
-                self._set(conn, keys[k], values[k])
-            j += count
+            if kind == BATCH_SET:
+                self._set(conn, keys[j], values[j])
+                j += 1
+            else:
+                self._set_block(conn, keys[j:j + n], values[j:j + n])
+                j += n
+
+    def _set_block(self, conn: Any, keys: list[bytes], values: list[Any]) -> None:
+        """A block of pipelined SETs: to Redis in one piece, one reply slot, a fill for each."""
+        tier = self.tier
+        link = self._link(conn, fast=True)
+        if link is None or conn.held_sends or conn.inflight and conn.inflight_link is not link:
+            for key, value in zip(keys, values):
+                self._set(conn, key, value)
+            return
+        texts = [v if isinstance(v, bytes) else str(v).encode() for v in values]
+        count = len(keys)
+        tier.stats.forwarded += count
+        ticket = tier.tickets_for(count)
+        slot = self.slot(conn)
+        replies: list[bytes] = []
+
+        def each(reply: bytes) -> None:
+            replies.append(reply)
+            if len(replies) < count:
+                return
+            for key, text, got in zip(keys, texts, replies):
+                tier.settle(ticket, key, text if got == b"+OK\r\n" else None)
+            self.answer(conn, slot, b"".join(replies), _errors(replies))
+
+        conn.inflight += count
+        conn.inflight_link = link
+        link.send_many(b"".join([b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                                 % (len(k), k, len(t), t) for k, t in zip(keys, texts)]),
+                       count, lambda reply: self._answered(conn, each, reply))
 
     def _set(self, conn: Any, key: bytes, value: Any) -> None:
         tier = self.tier
@@ -423,6 +450,10 @@ class Forwarder:
             conn, slot, conn.nil if reply == _NIL2 else reply))
         for payload, handler in requests:
             self._send(conn, link, payload, handler)
+
+
+def _errors(replies: list[bytes]) -> int:
+    return sum(1 for reply in replies if reply[:1] == b"-")
 
 
 def _ignore(reply: bytes) -> None:
