@@ -14,6 +14,7 @@ import numpy as np
 
 from . import regcodec
 from . import regmap as rm
+from .changelog import ChangelogStats, RawChange, read_records, register_stats
 from .backend import (
     COUNTER_NAMES,
     Backend,
@@ -80,6 +81,7 @@ class MailboxBackend(Backend):
         self._key_words = -(-g.key_width // 32)  # 144-bit keys take 5 words, the last one half used
         self._value_words = g.value_width // 32
         self._written: dict[int, int] = {}  # last value written to each request register
+        self._changelog: bool | None = None  # whether CL_DEPTH > 0, read on first use
 
     # -- mailbox -------------------------------------------------------------------------
     def _put(self, offset: int, value: int) -> None:
@@ -209,6 +211,28 @@ class MailboxBackend(Backend):
     def read_rule_hits(self, entry: int) -> int:
         self._command(rm.OP_READ_RULE_HITS, entry=_field(entry, rm.REQ_ENTRY_W))
         return self._get_words(rm.REG_RSP_DATA_LO, 2)
+
+    # -- change log (§10): the CL_* registers; none before register map 1.1 ------------
+    def _has_changelog(self) -> bool:
+        if self._changelog is None:
+            minor = self.regs.read32(rm.REG_VERSION) & 0xFFFF
+            self._changelog = minor >= 1 and self.regs.read32(rm.REG_CL_DEPTH) > 0
+        return self._changelog
+
+    def drain_changes(self, max_records: int) -> list[RawChange]:
+        if not self._has_changelog():
+            return []
+        g = self.geometry
+        return read_records(self.regs, g.key_width, g.value_width, max_records)
+
+    def changelog_stats(self) -> ChangelogStats:
+        if not self._has_changelog():
+            return super().changelog_stats()
+        return register_stats(self.regs)
+
+    def clear_changelog_overflow(self) -> None:
+        if self._has_changelog():
+            self.regs.write32(rm.REG_CL_CTRL, rm.CL_CTRL_CLR_OVERFLOW)
 
     def counters(self) -> dict[str, int]:
         """All counters from the CSR counter block (LO then HI: an atomic 64-bit read each)."""

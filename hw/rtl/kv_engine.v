@@ -188,7 +188,22 @@ module kv_engine #
     /*
      * Counters of engine.md §6 for the CSR block, counter c at [64*c +: 64]
      */
-    output wire [NUM_COUNTERS*64-1:0] stat_counters
+    output wire [NUM_COUNTERS*64-1:0] stat_counters,
+
+    /*
+     * Mutations (engine.md §10): a one-cycle log_valid, registered, per SET
+     * that changed the table and per DEL (found or not), in execution
+     * order, registered at the clock edge that puts its response into the
+     * response FIFO, with the request's tag, key and value and the
+     * operation's status.  Never
+     * back-pressured: whoever keeps a log takes it or counts it lost.
+     */
+    output wire                 log_valid,
+    output wire                 log_del,
+    output wire [3:0]           log_status,
+    output wire [KEY_W-1:0]     log_key,
+    output wire [VALUE_W-1:0]   log_value,
+    output wire [TAG_W-1:0]     log_tag
 );
 
 function integer max2(input integer a, input integer b);
@@ -1177,6 +1192,37 @@ function [FIFO_AW-1:0] ptr_inc(input [FIFO_AW-1:0] p);
         end
     end
 endfunction
+
+/*
+ * Mutation log port (registered at E+1)
+ */
+reg               log_valid_reg;
+reg               log_del_reg;
+reg [3:0]         log_status_reg;
+reg [KEY_W-1:0]   log_key_reg;
+reg [VALUE_W-1:0] log_value_reg;
+reg [TAG_W-1:0]   log_tag_reg;
+
+assign log_valid = log_valid_reg;
+assign log_del = log_del_reg;
+assign log_status = log_status_reg;
+assign log_key = log_key_reg;
+assign log_value = log_value_reg;
+assign log_tag = log_tag_reg;
+
+always @(posedge clk) begin
+    log_valid_reg <= e_valid && ((e_op == OP_SET && r_status != ST_FULL) || e_op == OP_DEL);
+    if (e_valid) begin
+        log_del_reg <= e_op == OP_DEL;
+        log_status_reg <= r_status;
+        log_key_reg <= e_key;
+        log_value_reg <= e_value;
+        log_tag_reg <= e_tag;
+    end
+    if (rst) begin
+        log_valid_reg <= 1'b0;
+    end
+end
 
 /*
  * Control response FIFO
