@@ -350,7 +350,8 @@ kv_engine #(
     .RULE_SLOTS(RULE_SLOTS),
     .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH),
     .CTL_FIFO_DEPTH(CTL_FIFO_DEPTH),
-    .NUM_COUNTERS(NUM_COUNTERS)
+    .NUM_COUNTERS(NUM_COUNTERS),
+    .LOG_PORT(CL_DEPTH != 0)
 )
 engine_inst (
     .clk(clk),
