@@ -260,6 +260,19 @@ reg err_bad_addr_reg;
 reg [NUM_COUNTERS*32-1:0] cnt_shadow_reg;    // HI word shadow of counter c at [32*c +: 32]
 reg [31:0] cl_dropped_shadow_reg;           // CL_DROPPED_HI as latched by a CL_DROPPED_LO read
 
+// the change log's inputs, constant 0 without a log (CHANGELOG_DEPTH = 0), so that its read
+// multiplexer folds away in an engine without a data plane even when kept as its own module
+localparam CL_ON = CHANGELOG_DEPTH != 0;
+wire cl_valid_on = CL_ON && cl_valid;
+wire [63:0] cl_seq_on = cl_seq & {64{CL_ON}};
+wire cl_del_on = CL_ON && cl_del;
+wire [3:0] cl_status_on = cl_status & {4{CL_ON}};
+wire [KEY_W-1:0] cl_key_on = cl_key & {KEY_W{CL_ON}};
+wire [VALUE_W-1:0] cl_value_on = cl_value & {VALUE_W{CL_ON}};
+wire [31:0] cl_level_on = cl_level & {32{CL_ON}};
+wire [63:0] cl_dropped_on = cl_dropped & {64{CL_ON}};
+wire cl_overflowed_on = CL_ON && cl_overflowed;
+
 // request tdata in the generated stream layout; response fields for reading
 wire [KEY_PAD-1:0] rsp_key;
 wire [KEY_PAD-1:0] rsp_mask;
@@ -276,9 +289,9 @@ wire [VALUE_W-1:0] rsp_value = rsp_reg[KV_RSP_VALUE_LSB +: KV_RSP_VALUE_W];
 wire [KEY_PAD-1:0] cl_key_pad;
 generate
     if (KEY_PAD > KEY_W) begin : cl_key_padded
-        assign cl_key_pad = {{(KEY_PAD-KEY_W){1'b0}}, cl_key};
+        assign cl_key_pad = {{(KEY_PAD-KEY_W){1'b0}}, cl_key_on};
     end else begin : cl_key_full
-        assign cl_key_pad = cl_key;
+        assign cl_key_pad = cl_key_on;
     end
 endgenerate
 
@@ -377,10 +390,10 @@ end
 reg [31:0] cl_status_word;
 always @* begin
     cl_status_word = 32'd0;
-    cl_status_word[KV_CL_STATUS_VALID] = cl_valid;
-    cl_status_word[KV_CL_STATUS_OVERFLOWED] = cl_overflowed;
-    cl_status_word[KV_CL_STATUS_DELETE] = cl_del;
-    cl_status_word[KV_CL_STATUS_REC_STATUS +: KV_CL_STATUS_REC_STATUS_W] = cl_status;
+    cl_status_word[KV_CL_STATUS_VALID] = cl_valid_on;
+    cl_status_word[KV_CL_STATUS_OVERFLOWED] = cl_overflowed_on;
+    cl_status_word[KV_CL_STATUS_DELETE] = cl_del_on;
+    cl_status_word[KV_CL_STATUS_REC_STATUS +: KV_CL_STATUS_REC_STATUS_W] = cl_status_on;
 end
 
 // array decode of an address: region match and word index
@@ -433,7 +446,7 @@ always @* begin
     for (k = 0; k < VALUE_WORDS; k = k + 1) begin
         rd_req_value = rd_req_value | (req_value_reg[32*k +: 32] & {32{rd_vidx32 == k}});
         rd_rsp_value = rd_rsp_value | (rsp_value[32*k +: 32] & {32{rd_vidx32 == k}});
-        rd_cl_value = rd_cl_value | (cl_value[32*k +: 32] & {32{rd_vidx32 == k}});
+        rd_cl_value = rd_cl_value | (cl_value_on[32*k +: 32] & {32{rd_vidx32 == k}});
         wr_req_value = wr_req_value | (req_value_reg[32*k +: 32] & {32{wr_vidx32 == k}});
     end
     rd_cnt_lo_word = 32'd0;
@@ -498,12 +511,12 @@ always @* begin
         KV_REG_RSP_TAG:      rd_data[TAG_W-1:0] = rsp_tag_reg;
         KV_REG_CL_CTRL:      rd_data = 32'd0;
         KV_REG_CL_STATUS:    rd_data = cl_status_word;
-        KV_REG_CL_LEVEL:     rd_data = cl_level;
+        KV_REG_CL_LEVEL:     rd_data = cl_level_on;
         KV_REG_CL_DEPTH:     rd_data = CHANGELOG_DEPTH;
-        KV_REG_CL_SEQ_LO:    rd_data = cl_seq[31:0];
-        KV_REG_CL_SEQ_HI:    rd_data = cl_seq[63:32];
+        KV_REG_CL_SEQ_LO:    rd_data = cl_seq_on[31:0];
+        KV_REG_CL_SEQ_HI:    rd_data = cl_seq_on[63:32];
         KV_REG_CL_DROPPED_LO: begin
-            rd_data = cl_dropped[31:0];
+            rd_data = cl_dropped_on[31:0];
             rd_cl_dropped_lo = 1'b1;
         end
         KV_REG_CL_DROPPED_HI: rd_data = cl_dropped_shadow_reg;
@@ -667,7 +680,7 @@ always @(posedge clk) begin
         end
     end
     if (rd_en && rd_cl_dropped_lo) begin
-        cl_dropped_shadow_reg <= cl_dropped[63:32];
+        cl_dropped_shadow_reg <= cl_dropped_on[63:32];
     end
     if (rd_en && rd_cnt_lo) begin
         for (j = 0; j < NUM_COUNTERS; j = j + 1) begin
