@@ -11,7 +11,7 @@ object on stdout.
   block's own bound: records/s at a clock = clock / cycles_per_record).
 
 A board's rate is its MMIO access rate divided by `accesses_per_record` (SET records; a DELETE
-record skips the value words): e.g. at 1 µs per AXI4-Lite access from the PS, 1e6 / 15 ≈ 67,000
+record skips the value words): e.g. at an assumed 1 µs per AXI4-Lite access, 1e6 / 14 ≈ 71,000
 records/s for 288-bit keys and 32-bit values. No board was measured.
 
     .venv/bin/python benchmarks/changelog.py            # 288-bit keys, 256-bit values, depth 512
