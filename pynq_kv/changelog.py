@@ -3,8 +3,8 @@
 `ChangeLog` is the reference model of the RTL's kv_changelog: a FIFO of `CHANGELOG_DEPTH`
 records, a 64-bit sequence number per mutation (dropped ones included, so the host sees a
 gap for every record lost), a drop counter and a sticky overflow flag. The model backend keeps
-one for its data-plane port; the testbenches use it as their scoreboard. `read_records` drains
-the same log through the CL_* registers of a board or the Verilated RTL.
+one for its data-plane port; the testbenches use it as their scoreboard. `pynq_kv.mailbox`
+drains the same log through the CL_* registers of a board or the Verilated RTL.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol
 
-from . import regcodec
 from . import regmap as rm
 
 MASK64 = (1 << 64) - 1
@@ -114,52 +112,9 @@ class ChangeLog:
         return ChangelogStats(self.depth, len(self._records), self.dropped, self.overflowed, self.next_seq)
 
 
-class Registers(Protocol):
-    def read32(self, offset: int) -> int: ...
-
-    def write32(self, offset: int, value: int) -> None: ...
-
-
-def register_stats(regs: Registers) -> ChangelogStats:
-    """The log's state through CL_DEPTH, CL_LEVEL, CL_DROPPED (LO then HI) and CL_STATUS."""
-    depth = regs.read32(rm.REG_CL_DEPTH)
-    level = regs.read32(rm.REG_CL_LEVEL)
-    dropped = regs.read32(rm.REG_CL_DROPPED_LO)
-    dropped |= regs.read32(rm.REG_CL_DROPPED_HI) << 32
-    overflowed = bool(regs.read32(rm.REG_CL_STATUS) & rm.CL_STATUS_OVERFLOWED)
-    return ChangelogStats(depth, level, dropped, overflowed)
-
-
-def read_records(regs: Registers, key_width: int, value_width: int, max_records: int) -> list[RawChange]:
-    """Drain up to max_records records through the CL_* registers, oldest first.
-
-    Per record: CL_STATUS (stop when VALID is 0), CL_SEQ_LO/HI, ceil(KEY_W/32) CL_KEY words,
-    VALUE_W/32 CL_VALUE words for a SET (a DELETE's value is zero), then CL_CTRL.POP — the next
-    record is at the head one clock cycle after the POP, before any further read can arrive.
-    """
-    key_words = -(-key_width // 32)
-    value_words = value_width // 32
-    out: list[RawChange] = []
-    while len(out) < max_records:
-        status = regs.read32(rm.REG_CL_STATUS)
-        if not status & rm.CL_STATUS_VALID:
-            break
-        op = ChangeOp((status & rm.CL_STATUS_DELETE) >> rm.CL_STATUS_DELETE_SHIFT)
-        code = (status & rm.CL_STATUS_REC_STATUS) >> rm.CL_STATUS_REC_STATUS_SHIFT
-        seq = regs.read32(rm.REG_CL_SEQ_LO) | regs.read32(rm.REG_CL_SEQ_HI) << 32
-        key = regcodec.from_words(regs.read32(rm.REG_CL_KEY + 4 * i) for i in range(key_words))
-        value = 0
-        if op == ChangeOp.SET:
-            value = regcodec.from_words(regs.read32(rm.REG_CL_VALUE + 4 * i) for i in range(value_words))
-        regs.write32(rm.REG_CL_CTRL, rm.CL_CTRL_POP)
-        out.append(RawChange(seq, op, code, key.to_bytes(key_width // 8, "big"),
-                             value.to_bytes(value_width // 8, "big")))
-    return out
-
-
 def register_accesses(key_width: int, value_width: int, op: ChangeOp) -> int:
-    """AXI4-Lite accesses read_records makes for one record: CL_STATUS, CL_SEQ_LO/HI, the key
-    words, the value words of a SET and the CL_CTRL.POP write (a board's drain rate is its
-    bus rate divided by this)."""
+    """AXI4-Lite accesses the register drain (pynq_kv.mailbox.read_changes) makes per record:
+    CL_STATUS, CL_SEQ_LO/HI, the key words, the value words of a SET and the CL_CTRL.POP write
+    (a board's drain rate is its bus rate divided by this)."""
     value_words = value_width // 32 if op == ChangeOp.SET else 0
     return 4 + -(-key_width // 32) + value_words

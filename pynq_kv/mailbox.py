@@ -14,7 +14,7 @@ import numpy as np
 
 from . import regcodec
 from . import regmap as rm
-from .changelog import ChangelogStats, RawChange, read_records, register_stats
+from .changelog import ChangelogStats, ChangeOp, RawChange
 from .backend import (
     COUNTER_NAMES,
     Backend,
@@ -223,12 +223,12 @@ class MailboxBackend(Backend):
         if not self._has_changelog():
             return []
         g = self.geometry
-        return read_records(self.regs, g.key_width, g.value_width, max_records)
+        return read_changes(self.regs, g.key_width, g.value_width, max_records)
 
     def changelog_stats(self) -> ChangelogStats:
         if not self._has_changelog():
             return super().changelog_stats()
-        return register_stats(self.regs)
+        return read_changelog_stats(self.regs)
 
     def clear_changelog_overflow(self) -> None:
         if self._has_changelog():
@@ -241,6 +241,43 @@ class MailboxBackend(Backend):
             low = self.regs.read32(rm.REG_COUNTER + 8 * counter_id)
             out[name] = low | self.regs.read32(rm.REG_COUNTER + 8 * counter_id + 4) << 32
         return out
+
+
+def read_changelog_stats(regs: RegisterAccess) -> ChangelogStats:
+    """The log's state through CL_DEPTH, CL_LEVEL, CL_DROPPED (LO then HI) and CL_STATUS."""
+    depth = regs.read32(rm.REG_CL_DEPTH)
+    level = regs.read32(rm.REG_CL_LEVEL)
+    dropped = regs.read32(rm.REG_CL_DROPPED_LO)
+    dropped |= regs.read32(rm.REG_CL_DROPPED_HI) << 32
+    overflowed = bool(regs.read32(rm.REG_CL_STATUS) & rm.CL_STATUS_OVERFLOWED)
+    return ChangelogStats(depth, level, dropped, overflowed)
+
+
+def read_changes(regs: RegisterAccess, key_width: int, value_width: int, max_records: int) -> list[RawChange]:
+    """Drain up to max_records records through the CL_* registers, oldest first.
+
+    Per record: CL_STATUS (stop when VALID is 0), CL_SEQ_LO/HI, ceil(KEY_W/32) CL_KEY words,
+    VALUE_W/32 CL_VALUE words for a SET (a DELETE's value is zero), then CL_CTRL.POP — the next
+    record is at the head one clock cycle after the POP, before any further read can arrive.
+    """
+    key_words = -(-key_width // 32)
+    value_words = value_width // 32
+    out: list[RawChange] = []
+    while len(out) < max_records:
+        status = regs.read32(rm.REG_CL_STATUS)
+        if not status & rm.CL_STATUS_VALID:
+            break
+        op = ChangeOp((status & rm.CL_STATUS_DELETE) >> rm.CL_STATUS_DELETE_SHIFT)
+        code = (status & rm.CL_STATUS_REC_STATUS) >> rm.CL_STATUS_REC_STATUS_SHIFT
+        seq = regs.read32(rm.REG_CL_SEQ_LO) | regs.read32(rm.REG_CL_SEQ_HI) << 32
+        key = regcodec.from_words(regs.read32(rm.REG_CL_KEY + 4 * i) for i in range(key_words))
+        value = 0
+        if op == ChangeOp.SET:
+            value = regcodec.from_words(regs.read32(rm.REG_CL_VALUE + 4 * i) for i in range(value_words))
+        regs.write32(rm.REG_CL_CTRL, rm.CL_CTRL_POP)
+        out.append(RawChange(seq, op, code, key.to_bytes(key_width // 8, "big"),
+                             value.to_bytes(value_width // 8, "big")))
+    return out
 
 
 def _field(value: int, width: int) -> int:
