@@ -281,6 +281,15 @@ class Tier:
         self._doomed.extend(keys)
         self.stats.invalidated_keys += len(keys)
 
+    def shield(self, keys: Sequence[bytes]) -> None:
+        """These keys' values in the engine are being written to Redis by pynq-kv itself (the
+        change log's drain): fills asked for before now are discarded, the engine keeps them."""
+        self.epoch += 1
+        if self.tickets:
+            epoch = self.epoch
+            for key in keys:
+                self.dirty[key] = epoch
+
     def apply_invalidations(self) -> None:
         """Delete from the engine the keys invalidated since the last call (readers of the
         engine call this first; it also runs at the end of the loop turn that invalidated)."""
