@@ -426,7 +426,8 @@ class CrashReport:
     pending_dropped: int = 0
     orphans: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # error replies, corruption, incoherence
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole run: starts, loads, checks
+    load_seconds: float = 0.0  # under load only (from the threads' start to the kill)
 
     def failures(self) -> list[str]:
         """What makes the run fail whatever the fsync policy."""
@@ -457,6 +458,7 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
             stop = threading.Event()
             workers = [threading.Thread(target=_run_thread, args=(served, load, t, stop),
                                         daemon=True) for t in range(threads)]
+            load_started = time.monotonic()
             for worker in workers:
                 worker.start()
             while sum(load.counts) < target and any(w.is_alive() for w in workers):
@@ -464,6 +466,7 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
             time.sleep(rng.uniform(0, 0.05))  # not at a poll's edge
             how = kinds[cycle % len(kinds)]
             kill_times[cycle], orphan = served.kill(how)
+            report.load_seconds += kill_times[cycle] - load_started
             stop.set()
             for worker in workers:
                 worker.join(REPLY_TIMEOUT + 5)
