@@ -244,6 +244,7 @@ class Served:
         self._drain = threading.Thread(target=self._read_rest, daemon=True)
         self._drain.start()
         self.redis_pid = self._redis_pid()
+        self.child_exit_s = 0.0  # after kill(): how long redis-server outlived the kill
 
     def _read_rest(self) -> None:
         assert self.proc.stdout is not None
@@ -297,6 +298,7 @@ class Served:
                     time.sleep(0.01)
                 break
             time.sleep(0.01)
+        self.child_exit_s = time.monotonic() - killed_at
         return killed_at, orphan
 
     def stop(self) -> None:
@@ -425,6 +427,7 @@ class CrashReport:
     pending_applied: int = 0
     pending_dropped: int = 0
     orphans: list[str] = field(default_factory=list)
+    max_child_exit_s: float = 0.0  # serve kills: how long redis-server took to be gone
     errors: list[str] = field(default_factory=list)  # error replies, corruption, incoherence
     seconds: float = 0.0  # the whole run: starts, loads, checks
     load_seconds: float = 0.0  # under load only (from the threads' start to the kill)
@@ -477,6 +480,8 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
             report.errors += load.errors
             if orphan:
                 report.orphans.append(orphan)
+            elif how == "serve":
+                report.max_child_exit_s = max(report.max_child_exit_s, served.child_exit_s)
             served = Served(data_dir, appendfsync, extra)
             verdict = check(served, loads, kill_times)
             _account(report, verdict, how)
