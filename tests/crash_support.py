@@ -428,6 +428,7 @@ class CrashReport:
     pending_dropped: int = 0
     orphans: list[str] = field(default_factory=list)
     max_child_exit_s: float = 0.0  # serve kills: how long redis-server took to be gone
+    max_engine_entries: int = 0  # the most engine entries one check compared with Redis
     errors: list[str] = field(default_factory=list)  # error replies, corruption, incoherence
     seconds: float = 0.0  # the whole run: starts, loads, checks
     load_seconds: float = 0.0  # under load only (from the threads' start to the kill)
@@ -503,5 +504,6 @@ def _account(report: CrashReport, verdict: Verdict, how: str) -> None:
         report.lost[how] += new_lost
         report.max_loss_window_s[how] = max(report.max_loss_window_s[how],
                                             verdict.max_loss_window_s)
+    report.max_engine_entries = max(report.max_engine_entries, verdict.engine_entries)
     report.pending_applied = verdict.pending_applied  # every cycle's, counted by each check
     report.pending_dropped = verdict.pending_dropped
