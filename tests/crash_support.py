@@ -51,7 +51,8 @@ CHILD_EXIT_TIMEOUT = 10.0  # seconds the redis-server child may take to die afte
 REPLY_TIMEOUT = 10.0  # seconds a load thread waits for a reply before calling it lost
 SLOTS = 16  # SET keys, HSET fields and MSET pairs per thread and cycle
 KILLS = ("serve", "group")
-BANNER = re.compile(r"(Redis \(RESP2/RESP3\) on tcp|admin API on http)://127\.0\.0\.1:(\d+)")
+# serve's banner lines naming its front-ends' ports: RESP (tcp), memcached (udp), admin (http)
+BANNER = re.compile(r" on (tcp|udp|http)://127\.0\.0\.1:(\d+)")
 
 
 def free_port() -> int:
@@ -96,7 +97,7 @@ class Verdict:
 
 
 class Load:
-    """The key names, histories and the write functions of one cycle's load threads."""
+    """One cycle's load: its keys' histories, acknowledged counts and error replies."""
 
     def __init__(self, cycle: int, threads: int) -> None:
         self.prefix = f"crash:{cycle}"
@@ -163,9 +164,11 @@ def _hset(client: redis.Redis, load: Load, tid: int, n: int) -> list[History]:
     return [h]
 
 
+# A writer: (client, load, thread id, how many times this thread called it before) -> the
+# histories of the keys it wrote, once its write was acknowledged. Each thread calls them in
+# turn. Another front-end's writer is such a function over its own client, whose factory
+# WRITER_CLIENTS names (one client per factory and thread).
 Writer = Callable[[Any, Load, int, int], list[History]]
-# The RESP writes, one after the other in each thread. A front-end's writer: a function like
-# these over its own client (WRITER_CLIENTS says how to make one from a Served).
 WRITERS: dict[str, Writer] = {"SET": _set, "INCR": _incr, "LPUSH": _lpush, "MSET": _mset,
                               "HSET": _hset}
 
@@ -182,7 +185,8 @@ CONNECTION_LOST = (redis.ConnectionError, redis.TimeoutError, ConnectionError, O
 
 
 def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event) -> None:
-    clients = {name: WRITER_CLIENTS[name](served) for name in WRITERS}
+    made = {factory: factory(served) for factory in set(WRITER_CLIENTS.values())}
+    clients = {name: made[WRITER_CLIENTS[name]] for name in WRITERS}
     writers = list(WRITERS.items())
     n = tid  # threads start at different writers
     try:
@@ -203,7 +207,7 @@ def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event) -
             load.counts[tid] += 1
             n += 1
     finally:
-        for client in clients.values():
+        for client in made.values():
             client.close()
 
 
@@ -217,7 +221,7 @@ class Served:
         self.data_dir = data_dir
         cmd = [sys.executable, "-m", "pynq_kv", "--backend", "model", "serve", "--store", "private",
                "--appendfsync", appendfsync, "--data-dir", str(data_dir), "--bind", HOST,
-               "--resp-port", "0", "--admin-port", "0", "--disable", "udp",
+               "--resp-port", "0", "--udp-port", "0", "--admin-port", "0",
                "--log-level", "info", *extra]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
@@ -232,14 +236,15 @@ class Served:
             self.lines.append(line)
             match = BANNER.search(line)
             if match:
-                ports["resp" if match[1].startswith("Redis") else "admin"] = int(match[2])
+                ports[match[1]] = int(match[2])
             if "host tier:" in line:
                 break
-        if len(ports) != 2:
+        if len(ports) != 3:
             self.proc.kill()
             self.proc.wait()
             raise RuntimeError("serve did not start:\n" + "".join(self.lines))
-        self.resp_port, self.admin_port = ports["resp"], ports["admin"]
+        # the memcached UDP port is for its writer, once that front-end writes through
+        self.resp_port, self.udp_port, self.admin_port = ports["tcp"], ports["udp"], ports["http"]
         # the rest of the log is drained so serve never blocks on a full pipe
         self._drain = threading.Thread(target=self._read_rest, daemon=True)
         self._drain.start()
