@@ -11,7 +11,8 @@ serve together: Redis flushes nothing).
 
 For each --appendfsync policy (default: always, then everysec) at least --kills kills and
 --writes acknowledged writes. Prints one JSON object: `kills`, `acknowledged` (totals),
-`lost_always` (acknowledged writes missing after the `always` runs: must be 0),
+`lost_always` (acknowledged writes missing after the `always` runs: must be 0; likewise
+`lost_everysec`, `lost_no`),
 `max_loss_window_s` (everysec: how long before the kill the oldest lost acknowledged write was
 acknowledged) against `loss_bound_s`, and per policy the details. Exits 1 when a figure is out
 of bounds, a redis-server outlived serve, or any check failed.
@@ -46,7 +47,7 @@ LOSS_BOUND_S = 2.0
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--appendfsync", nargs="+", choices=("always", "everysec"),
+    parser.add_argument("--appendfsync", nargs="+", choices=("always", "everysec", "no"),
                         default=["always", "everysec"])
     parser.add_argument("--kills", type=int, default=20, help="kills per policy (default 20)")
     parser.add_argument("--writes", type=int, default=100_000,
@@ -85,13 +86,13 @@ def main() -> None:
         "acknowledged": sum(r["acknowledged"] for r in runs.values()),
     }
     failed = [f"{policy}: {f}" for policy, r in runs.items() for f in r["orphans"] + r["errors"]]
+    for policy, run in runs.items():  # lost_always, lost_everysec, lost_no
+        result[f"lost_{policy}"] = sum(run["lost"].values())
     if "always" in runs:
-        result["lost_always"] = sum(runs["always"]["lost"].values())
         if result["lost_always"]:
             failed.append(f"appendfsync always lost {result['lost_always']} acknowledged writes")
     if "everysec" in runs:
         result["max_loss_window_s"] = round(max(runs["everysec"]["max_loss_window_s"].values()), 3)
-        result["lost_everysec"] = sum(runs["everysec"]["lost"].values())
         result["loss_bound_s"] = LOSS_BOUND_S
         if result["max_loss_window_s"] > LOSS_BOUND_S:
             failed.append(f"everysec lost writes {result['max_loss_window_s']} s old, over the "
