@@ -20,7 +20,7 @@ its rounds. redis-benchmark 7 exits non-zero at the first error reply, which sto
 
 Prints one JSON object.
 
-    python benchmarks/resp.py                     # both parts, full size (several minutes)
+    python benchmarks/resp.py                     # both parts, full size (about 5 minutes)
     python benchmarks/resp.py --quick             # fewer requests, one round: a smoke test
     python benchmarks/resp.py --part host_tier --suite-requests 5000
 """
@@ -258,8 +258,8 @@ def main() -> None:
     parser.add_argument("--part", choices=("both", "host_tier", "memory_only"), default="both")
     parser.add_argument("--appendfsync", choices=("always", "everysec", "no"), default="everysec",
                         help="the AOF policy of both servers in the host-tier part")
-    parser.add_argument("--suite-requests", type=int, default=50_000,
-                        help="requests per suite test at -P 1 (x4 at -P 16; default 50000)")
+    parser.add_argument("--suite-requests", type=int, default=20_000,
+                        help="requests per suite test at -P 1 (x4 at -P 16; default 20000)")
     parser.add_argument("--suite-rounds", type=int, default=1)
     args = parser.parse_args()
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
