@@ -143,6 +143,7 @@ class Tier:
         self._limits: Optional[Limits] = None
         self._doomed: list[bytes] = []  # invalidated keys not deleted from the engine yet
         self.listeners: list[Callable[[], None]] = []  # told when the engine was emptied
+        self.drain: Any = None  # the change log's drain (writeback.ChangeDrain), with a data plane
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -424,6 +425,7 @@ class Tier:
             "hosttier_links_lost": s.links_lost,
             "hosttier_reconnects": s.reconnects,
             "hosttier_dedicated_links": len(self._dedicated),
+            **(self.drain.stats() if self.drain is not None else {}),
         }
 
 
