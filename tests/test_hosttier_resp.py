@@ -403,3 +403,29 @@ def test_reset_and_client_reply_behave_as_on_redis(servers: Any, clients: Any) -
         outputs.append(data[data.index(b"+QUEUED"):])  # (HELLO's reply names the server)
     assert outputs[0] == outputs[1]
     assert outputs[0].endswith(b"+RESET\r\n$-1\r\n$1\r\n2\r\n+OK\r\n$1\r\n3\r\n$3\r\nEND\r\n")
+
+
+def test_a_clients_own_tracking_gets_redis_pushes(servers: Any, clients: Any) -> None:
+    """CLIENT TRACKING of a RESP3 client (its own connection to Redis): another client's write
+    reaches it as Redis' invalidation push, byte for byte as from redis-server."""
+    pynq, _, reference = servers
+    pushes = []
+    for port in (pynq.port, reference.port):
+        other = clients(port)
+        other.set("tracked", "1")
+        with socket.create_connection((HOST, port), timeout=5) as sock:
+            sock.sendall(encode_command("HELLO", "3") + encode_command("CLIENT", "TRACKING", "ON")
+                         + encode_command("GET", "tracked") + encode_command("ECHO", "READY"))
+            data = b""
+            while not data.endswith(b"$5\r\nREADY\r\n"):
+                piece = sock.recv(65536)
+                assert piece
+                data += piece
+            other.set("tracked", "2")
+            push = b""
+            while not push.endswith(b"$7\r\ntracked\r\n"):
+                piece = sock.recv(65536)
+                assert piece
+                push += piece
+        pushes.append(push)
+    assert pushes[0] == pushes[1] == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$7\r\ntracked\r\n"
