@@ -33,7 +33,7 @@ comma := ,
 # Packages listed in apt-packages.txt and hw/apt-packages.txt (any number a line, # comments) join
 # DEPS when they exist.
 # The deps targets run apt-get only if a check fails, and only as root (else they say what to do).
-BASE_DEPS := python3-venv
+BASE_DEPS := python3-venv redis-server  # make run: the private host tier (docs/hosttier.md)
 DEPS      := $(BASE_DEPS) $(shell sed -e 's/\#.*//' apt-packages.txt hw/apt-packages.txt 2>/dev/null)
 check_python3-venv = $(PYTHON) -c 'import venv, ensurepip'
 

@@ -54,6 +54,13 @@ class ServerError(RuntimeError):
     """A server the notebook needs did not start; the message carries its output."""
 
 
+def _names_a_store(serve_args: Sequence[str]) -> bool:
+    """Whether serve's arguments say where the data lives (else the notebooks' appliance runs
+    memory-only: what they measure is the engine and its front-ends, not a Redis behind it)."""
+    return any(arg.split("=")[0] in ("--store", "--no-store", "--data-dir", "--redis-url",
+                                     "--appendfsync", "--redis-server") for arg in serve_args)
+
+
 class ServeProcess:
     """`pynq-kv [global_args] serve [serve_args]` on 127.0.0.1, every front-end on a free port.
 
@@ -64,7 +71,8 @@ class ServeProcess:
     def __init__(self, global_args: Sequence[str] = (), serve_args: Sequence[str] = (),
                  startup_timeout: float = 120.0) -> None:
         cmd = [sys.executable, "-m", "pynq_kv", *global_args, "serve", "--bind", "127.0.0.1",
-               "--resp-port", "0", "--udp-port", "0", "--admin-port", "0", *serve_args]
+               "--resp-port", "0", "--udp-port", "0", "--admin-port", "0",
+               *([] if _names_a_store(serve_args) else ["--no-store"]), *serve_args]
         self._started = False
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)

@@ -85,7 +85,7 @@ class Served:
         fd, log_name = tempfile.mkstemp(prefix="serve-", suffix=".log", dir=workdir)
         os.close(fd)
         self.log_path = Path(log_name)
-        cmd = [*pynq_kv_command(*global_args), "serve", "--resp-port", "0", "--udp-port", "0",
+        cmd = [*pynq_kv_command(*global_args), "serve", "--no-store", "--resp-port", "0", "--udp-port", "0",
                "--admin-port", "0", "--admin-token", admin_token, "--log-level", "info", *serve_args]
         if resp_limits or config:  # top-level settings (admin_max_body = ...), then [resp]
             path = self.log_path.with_suffix(".toml")

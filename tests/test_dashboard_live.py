@@ -33,7 +33,7 @@ SMOOTHING = 5  # the page's latency window, in polls (LATENCY_SMOOTHING in dashb
 
 @pytest.fixture
 def appliance(env: dict[str, str]) -> Iterator[Served]:
-    server = Served(["--rows", "256", "--rules", "16", "serve", "--resp-port", "0",
+    server = Served(["--rows", "256", "--rules", "16", "serve", "--no-store", "--resp-port", "0",
                      "--udp-port", "0", "--admin-port", "0",
                      "--layout", "src_ip:ipv4,dst_port:port"], env)
     yield server

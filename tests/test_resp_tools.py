@@ -175,7 +175,7 @@ def test_redis_benchmark_against_pynq_kv_serve():
     port = _free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pynq_kv", "serve", "--resp-port", str(port), "--udp-port",
+        [sys.executable, "-m", "pynq_kv", "serve", "--no-store", "--resp-port", str(port), "--udp-port",
          str(_free_port()), "--admin-port", str(_free_port()), "--log-level", "warning"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -70,7 +70,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def served(env: dict[str, str], tmp_path: Path) -> Iterator[Served]:
     server = Served(["--rows", "256", "--rules", "16", "--state", str(tmp_path / "kv.npz"),
-                     "serve", "--resp-port", "0", "--udp-port", "0", "--admin-port", "0",
+                     "serve", "--no-store", "--resp-port", "0", "--udp-port", "0", "--admin-port", "0",
                      "--admin-token", "t0k"], env)
     yield server
     if server.proc.poll() is None:
@@ -153,7 +153,7 @@ def test_graceful_stop_saves_and_restart_restores(served: Served, env: dict[str,
     log = served.stop(sig)
     assert served.proc.returncode == 0, log
     assert "shutting down" in log and "saved 1 entries" in log and "stopped" in log
-    again = Served(["--state", str(tmp_path / "kv.npz"), "serve", "--resp-port", "0",
+    again = Served(["--state", str(tmp_path / "kv.npz"), "serve", "--no-store", "--resp-port", "0",
                     "--disable", "udp", "--disable", "admin"], env)
     try:
         assert "1 entries loaded" in "".join(again.lines)
@@ -168,7 +168,7 @@ def test_busy_port_is_a_clear_start_up_error(env: dict[str, str]) -> None:
         holder.listen(1)
         port = holder.getsockname()[1]
         proc = subprocess.run(
-            [sys.executable, "-m", "pynq_kv", "--rows", "64", "serve", "--disable", "udp",
+            [sys.executable, "-m", "pynq_kv", "--rows", "64", "serve", "--no-store", "--disable", "udp",
              "--disable", "resp", "--admin-port", str(port)],
             capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
     assert proc.returncode == 1
@@ -176,7 +176,7 @@ def test_busy_port_is_a_clear_start_up_error(env: dict[str, str]) -> None:
 
 
 def test_non_loopback_bind_without_secrets_is_refused(env: dict[str, str]) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pynq_kv", "serve", "--bind", "0.0.0.0"],
+    proc = subprocess.run([sys.executable, "-m", "pynq_kv", "serve", "--no-store", "--bind", "0.0.0.0"],
                           capture_output=True, text=True, timeout=60, env=env,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 1
@@ -193,7 +193,7 @@ def test_non_loopback_bind_without_udp_allow_list_starts_with_udp_off(
         env: dict[str, str]) -> None:
     """Issue 16: 0.0.0.0 with RESP's password, no --udp-allow: RESP served, UDP off and said."""
     port = free_udp_port()
-    server = Served(["--rows", "64", "serve", "--bind", "0.0.0.0", "--requirepass", "pw",
+    server = Served(["--rows", "64", "serve", "--no-store", "--bind", "0.0.0.0", "--requirepass", "pw",
                      "--resp-port", "0", "--udp-port", str(port), "--disable", "admin"], env)
     try:
         text = "".join(server.lines)
@@ -210,7 +210,7 @@ def test_non_loopback_bind_without_udp_allow_list_starts_with_udp_off(
 
 def test_udp_admission_options_are_applied(env: dict[str, str]) -> None:
     """--udp-deny 127.0.0.2 --udp-allow 127.0.0.1: one loopback source answered, one dropped."""
-    server = Served(["--rows", "64", "serve", "--resp-port", "0", "--udp-port", "0",
+    server = Served(["--rows", "64", "serve", "--no-store", "--resp-port", "0", "--udp-port", "0",
                      "--disable", "admin", "--udp-allow", "127.0.0.1/32",
                      "--udp-deny", "127.0.0.2"], env)
     try:
@@ -238,7 +238,7 @@ def test_resp_limits_from_flags_and_config_file(env: dict[str, str], tmp_path: P
     """--maxclients caps clients with Redis' error; the file's [resp] table sets the others."""
     config = tmp_path / "serve.toml"
     config.write_text("[resp]\nmax_bulk_len = 16\n")
-    server = Served(["--rows", "64", "serve", "--config", str(config), "--maxclients", "2",
+    server = Served(["--rows", "64", "serve", "--no-store", "--config", str(config), "--maxclients", "2",
                      "--resp-port", "0", "--disable", "udp", "--disable", "admin"], env)
     try:
         port = server.ports["resp"]
@@ -270,7 +270,7 @@ def test_rtl_backend_with_udp_serves_the_virtual_board(env: dict[str, str], tmp_
 
     board_library(Geometry(key_width=288, value_width=256, ways=4, rows=1024, stash=8, rules=16))
     server = Served(["--backend", "rtl", *BOARD_ARGS, "--state", str(tmp_path / "rtl.npz"),
-                     "serve", "--resp-port", "0", "--udp-port", "0", "--disable", "admin"],
+                     "serve", "--no-store", "--resp-port", "0", "--udp-port", "0", "--disable", "admin"],
                     env, startup_timeout=300)
     try:
         text = "".join(server.lines)

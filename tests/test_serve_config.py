@@ -171,9 +171,11 @@ def test_bad_udp_settings_are_refused(tmp_path: Path, text: str, message: str) -
 # -- where the data lives (docs/hosttier.md) ---------------------------------------------------
 
 
-def test_store_defaults_to_memory_only_and_host_tier_settings_ask_for_one(tmp_path: Path) -> None:
+def test_store_defaults_to_the_private_redis_and_settings_choose_another(tmp_path: Path) -> None:
     config = build_config({}, {})
-    assert config.store == "none" and config.host_tier_settings() is None
+    assert config.store == "private" and config.host_tier_settings().data_dir == Path("pynq-kv-data")
+    none = build_config({}, {"store": "none"})
+    assert none.host_tier_settings() is None
     private = build_config({}, {"data_dir": tmp_path / "d", "appendfsync": "always"})
     assert private.store == "private"
     settings = private.host_tier_settings()

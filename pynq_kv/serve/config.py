@@ -32,7 +32,7 @@ FRONTENDS = ("resp", "udp", "admin")
 # most), "private" in a redis-server serve starts, "url" in the Redis at redis_url.
 STORES = ("none", "private", "url")
 # Memory-only until the RESP front-end writes through to Redis (issue 15); then "private".
-DEFAULT_STORE = "none"
+DEFAULT_STORE = "private"
 # Settings that only mean something with a host tier: given without a store, they ask for the
 # private redis-server (redis_url: for that Redis).
 _PRIVATE_SETTINGS = ("data_dir", "appendfsync", "redis_server")
