@@ -9,6 +9,8 @@ nothing is acknowledged.
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 from typing import Any, Callable
 
@@ -125,3 +127,101 @@ def test_tier_with_redis_down_raises(doomed):
         with pytest.raises(HostTierUnavailable, match="Redis cannot be reached"):
             srv.run(call)
     assert engine_get(srv, b"a") is None  # the engine was emptied when Redis went away
+
+
+# -- the memcached UDP server -------------------------------------------------------------------
+
+MC_HDR = struct.pack(">HHHH", 7, 0, 1, 0)
+
+
+def mc_req(opcode: int, key: bytes = b"", extras: bytes = b"", value: bytes = b"",
+           opaque: int = 0) -> bytes:
+    body = extras + key + value
+    return struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body),
+                       opaque, 0) + body
+
+
+SETX = struct.pack(">II", 0, 0)
+# A session of binary and text datagrams: sets, gets (hits, misses, multi), deletes, errors.
+SESSION = [
+    mc_req(0x01, b"a", SETX, b"one", 1) + mc_req(0x00, b"a", opaque=2) + mc_req(0x0C, b"a", opaque=3),
+    mc_req(0x00, b"missing", opaque=4) + mc_req(0x0C, b"missing", opaque=5),
+    mc_req(0x09, b"a") + mc_req(0x0D, b"b") + mc_req(0x0A),  # GETQ hit, GETKQ miss, NOOP
+    mc_req(0x11, b"a", SETX, b"quiet") + mc_req(0x00, b"a"),  # SETQ then GET
+    mc_req(0x04, b"a", opaque=6) + mc_req(0x04, b"a", opaque=7) + mc_req(0x00, b"a", opaque=8),
+    mc_req(0x01, b"k" * 36, SETX, b"v") + mc_req(0x01, b"b", SETX, b"v" * 32),  # too long
+    mc_req(0x01, b"b", struct.pack(">II", 1, 0), b"v"),  # flags: refused
+    mc_req(0x0B) + mc_req(0x0A),  # VERSION, NOOP
+    b"set t 0 0 3\r\nabc\r\nget t nope t\r\n",
+    b"set u 0 0 2 noreply\r\nxy\r\nget u\r\ndelete u\r\ndelete u\r\nget u\r\n",
+    b"set v 1 0 1\r\nx\r\nset w 0 0 40\r\n" + b"x" * 40 + b"\r\nget " + b"k" * 36 + b"\r\n",
+]
+
+
+def test_memcached_replies_are_the_same_bytes_with_a_tier(tiered):
+    from pynq_kv import KVEngine
+    from pynq_kv.serve.memcached.server import handle_datagram, handle_datagram_tiered
+
+    srv, direct = tiered
+    geometry = srv.appliance.engine.geometry
+    with KVEngine("model", geometry) as alone:
+        for datagram in SESSION:
+            expected = handle_datagram(alone, MC_HDR + datagram)
+            assert srv.run(handle_datagram_tiered(srv.tier, MC_HDR + datagram)) == expected, datagram
+    assert direct.get("t") == b"abc" and direct.get("a") is None and direct.get("u") is None
+
+
+@pytest.fixture
+def udp(tiered):
+    """The memcached UDP server on the tiered appliance's loop, and a socket to talk to it."""
+    from pynq_kv.serve.memcached.server import start_udp_server
+
+    srv, direct = tiered
+    server = srv.run(start_udp_server(srv.appliance, "127.0.0.1", 0))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(WAIT)
+
+    def ask(body: bytes) -> bytes:
+        sock.sendto(MC_HDR + body, ("127.0.0.1", server.port))
+        reply = sock.recv(2048)
+        assert reply[:8] == MC_HDR
+        return reply[8:]
+
+    yield srv, direct, ask
+    sock.close()
+    srv.run(server.close())
+
+
+def test_memcached_writes_and_reads_through_redis(udp):
+    srv, direct, ask = udp
+    assert ask(b"set m1 0 0 5\r\nhello\r\n") == b"STORED\r\n"
+    assert direct.get("m1") == b"hello"  # in Redis when STORED came back
+    assert eventually(lambda: engine_get(srv, b"m1") == b"hello")
+    direct.set("m2", "from-redis")
+    assert ask(b"get m2\r\n") == b"VALUE m2 0 10\r\nfrom-redis\r\nEND\r\n"
+    assert eventually(lambda: engine_get(srv, b"m2") == b"from-redis")
+    direct.set("m2", "changed")  # after the fill: the invalidation takes it out of the engine
+    assert eventually(lambda: ask(b"get m2\r\n") == b"VALUE m2 0 7\r\nchanged\r\nEND\r\n")
+    assert ask(b"delete m1\r\n") == b"DELETED\r\n" and direct.exists("m1") == 0
+    assert ask(b"delete m1\r\n") == b"NOT_FOUND\r\n"
+    direct.set("big", "x" * 40)  # longer than this front-end carries (31 bytes)
+    assert ask(b"get big\r\n") == b"SERVER_ERROR object too large for cache\r\nEND\r\n"
+    direct.set("m3", "bin")
+    reply = ask(mc_req(0x00, b"m3", opaque=9))
+    assert reply[6:8] == b"\x00\x00" and reply.endswith(b"bin")
+
+
+def test_memcached_with_redis_down_acknowledges_nothing(doomed):
+    from pynq_kv.serve.memcached.server import handle_datagram_tiered
+
+    srv, server = doomed
+    server.proc.kill()
+    server.proc.wait()
+    assert eventually(lambda: not srv.tier.up)
+    reply = srv.run(handle_datagram_tiered(srv.tier, MC_HDR + b"set a 0 0 1\r\nx\r\nget a\r\n"))
+    assert reply == [MC_HDR + b"SERVER_ERROR host tier unavailable: Redis cannot be reached\r\n"
+                     b"SERVER_ERROR host tier unavailable: Redis cannot be reached\r\nEND\r\n"]
+    reply = srv.run(handle_datagram_tiered(srv.tier, MC_HDR + mc_req(0x01, b"a", SETX, b"x", 5)))
+    status, opaque = struct.unpack(">H", reply[0][14:16])[0], reply[0][20:24]
+    assert status == 0x0086 and opaque == b"\x00\x00\x00\x05"
+    assert engine_get(srv, b"a") is None
