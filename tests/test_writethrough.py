@@ -225,3 +225,89 @@ def test_memcached_with_redis_down_acknowledges_nothing(doomed):
     status, opaque = struct.unpack(">H", reply[0][14:16])[0], reply[0][20:24]
     assert status == 0x0086 and opaque == b"\x00\x00\x00\x05"
     assert engine_get(srv, b"a") is None
+
+
+# -- the admin REST API -------------------------------------------------------------------------
+
+@pytest.fixture
+def rest(tiered):
+    """The admin app over the tiered appliance, called on its loop (httpx, no socket)."""
+    import httpx
+
+    from pynq_kv_api.main import create_app
+
+    srv, direct = tiered
+    app = create_app(srv.appliance)
+
+    def call(method: str, url: str, **kwargs: Any) -> Any:
+        async def go() -> Any:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+                return await client.request(method, url, **kwargs)
+        return srv.run(go())
+
+    yield srv, direct, call
+    srv.appliance.unregister_frontend("admin")
+
+
+def test_rest_writes_and_reads_through_redis(rest):
+    srv, direct, call = rest
+    r = call("PUT", "/v1/entries/user:1", json={"value": "alice"})
+    assert r.status_code == 201 and r.json()["created"] is True
+    assert direct.get("user:1") == b"alice"
+    assert call("PUT", "/v1/entries/user:1", json={"value": "alicia"}).status_code == 200
+    assert direct.get("user:1") == b"alicia"
+    assert eventually(lambda: engine_get(srv, b"user:1") == b"alicia")
+    direct.set(b"\x00\xff", "raw")  # any bytes: the Redis key is the key's bytes
+    r = call("GET", "/v1/entries/00ff?encoding=hex")
+    assert r.status_code == 200 and r.json()["value"] == "raw"
+    assert eventually(lambda: engine_get(srv, b"\x00\xff") == b"raw")
+    direct.set(b"\x00\xff", "changed")
+    assert eventually(lambda: call("GET", "/v1/entries/00ff?encoding=hex").json()["value"] == "changed")
+    direct.set("only-redis", "v")
+    r = call("GET", "/v1/lookup/only-redis")
+    assert r.json()["kind"] == "exact" and r.json()["value"] == "v"
+    assert call("DELETE", "/v1/entries/user:1").status_code == 204
+    assert direct.exists("user:1") == 0 and engine_get(srv, b"user:1") is None
+    assert call("DELETE", "/v1/entries/user:1").status_code == 404
+    assert call("GET", "/v1/entries/user:1").status_code == 404
+    r = call("PUT", "/v1/entries/5?encoding=int", json={"value": "x"})
+    assert r.status_code == 422 and "Redis string keys" in r.text
+
+
+def test_rest_import_writes_through(rest):
+    srv, direct, call = rest
+    direct.set("i0", "old")
+    body = "".join(f'{{"key": "i{i}", "value": "v{i}"}}\n' for i in range(300))
+    r = call("POST", "/v1/entries?chunk_size=100", content=body,
+             headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 202
+    job = eventually(lambda: (lambda j: j if j["state"] != "running" else None)(
+        call("GET", r.headers["location"]).json()))
+    assert job["state"] == "done" and job["inserted"] == 299 and job["updated"] == 1
+    assert direct.mget([f"i{i}" for i in range(300)]) == [f"v{i}".encode() for i in range(300)]
+    r = call("POST", "/v1/entries?int_keys=true", content='{"key": 7, "value": "x"}\n',
+             headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 422 and "byte strings" in r.text
+
+
+def test_rest_with_redis_down_acknowledges_nothing(doomed):
+    import httpx
+
+    from pynq_kv_api.main import create_app
+
+    srv, server = doomed
+    app = create_app(srv.appliance)
+    server.proc.kill()
+    server.proc.wait()
+    assert eventually(lambda: not srv.tier.up)
+
+    async def go() -> list[Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+            return [await client.put("/v1/entries/k", json={"value": "v"}),
+                    await client.get("/v1/entries/k"), await client.delete("/v1/entries/k")]
+
+    for r in srv.run(go()):
+        assert r.status_code == 503 and "Redis cannot be reached" in r.json()["detail"]
+    assert engine_get(srv, b"k") is None
