@@ -160,6 +160,7 @@ SESSION = [
 
 def test_memcached_replies_are_the_same_bytes_with_a_tier(tiered):
     from pynq_kv import KVEngine
+    from pynq_kv.rules import Rule
     from pynq_kv.serve.memcached.server import handle_datagram, handle_datagram_tiered
 
     srv, direct = tiered
@@ -168,6 +169,19 @@ def test_memcached_replies_are_the_same_bytes_with_a_tier(tiered):
         for datagram in SESSION:
             expected = handle_datagram(alone, MC_HDR + datagram)
             assert srv.run(handle_datagram_tiered(srv.tier, MC_HDR + datagram)) == expected, datagram
+        # MATCH: the same rule in both; a key only Redis holds is an exact hit, as in the engine
+        prefix = b"user:"
+        match = int.from_bytes(b"\x00" + prefix + bytes(30), "big")
+        mask = int.from_bytes(b"\x00" + b"\xff" * 5 + bytes(30), "big")
+        for engine in (alone, srv.appliance.engine):
+            srv.on_loop(lambda engine=engine: engine.add_rule(Rule.ternary(match, mask, 5, b"users")))
+        alone.set(b"user:9", b"redis")
+        direct.set("user:9", "redis")
+        datagram = b"".join(mc_req(0xC0, key, opaque=i)
+                            for i, key in enumerate((b"user:9", b"user:77", b"other", b"t")))
+        expected = handle_datagram(alone, MC_HDR + datagram)
+        assert srv.run(handle_datagram_tiered(srv.tier, MC_HDR + datagram)) == expected
+        assert b"redis" in expected[0] and b"users" in expected[0]
     assert direct.get("t") == b"abc" and direct.get("a") is None and direct.get("u") is None
 
 
@@ -311,3 +325,52 @@ def test_rest_with_redis_down_acknowledges_nothing(doomed):
     for r in srv.run(go()):
         assert r.status_code == 503 and "Redis cannot be reached" in r.json()["detail"]
     assert engine_get(srv, b"k") is None
+
+
+# -- end to end: pynq-kv serve --store private -------------------------------------------------
+
+def test_serve_with_a_private_redis_writes_every_front_end_through(tmp_path):
+    """The runner's wiring: memcached and the admin API of a serve write into its redis-server,
+    and what a Redis client wrote there is served by both."""
+    import asyncio
+    import json
+    import urllib.request
+
+    from pynq_kv.serve.config import ServeConfig
+    from pynq_kv.serve.runner import start
+
+    config = ServeConfig(backend="model", store="private", data_dir=tmp_path / "data",
+                         resp_port=0, udp_port=0, admin_port=0,
+                         geometry={"rows": 256, "rules": 16})
+
+    def clients(udp: tuple[str, int], admin: tuple[str, int], redis: Any) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(WAIT)
+            sock.sendto(MC_HDR + b"set from-udp 0 0 3\r\nabc\r\n", udp)
+            assert sock.recv(2048) == MC_HDR + b"STORED\r\n"
+            redis.set("from-redis", "xyz")
+            sock.sendto(MC_HDR + b"get from-redis\r\n", udp)
+            assert sock.recv(2048) == MC_HDR + b"VALUE from-redis 0 3\r\nxyz\r\nEND\r\n"
+        base = f"http://{admin[0]}:{admin[1]}/v1/entries/"
+        put = urllib.request.Request(base + "from-rest", method="PUT",
+                                     data=json.dumps({"value": "rest"}).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(put, timeout=WAIT) as reply:
+            assert reply.status == 201
+        with urllib.request.urlopen(base + "from-udp", timeout=WAIT) as reply:
+            assert json.load(reply)["value"] == "abc"
+        assert redis.mget("from-udp", "from-rest") == [b"abc", b"rest"]
+
+    async def scenario() -> None:
+        running = await start(config)
+        try:
+            redis = running.appliance.host_tier.client()
+            try:
+                await asyncio.to_thread(clients, running.addresses["udp"],
+                                        running.addresses["admin"], redis)
+            finally:
+                redis.close()
+        finally:
+            await running.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
