@@ -41,9 +41,11 @@ async def get_engine(appliance: Annotated[Appliance, Depends(get_appliance)]) ->
         yield engine
 
 
-async def get_tier(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[Tier]:
-    """The host tier entries are written through and read through (None: the engine alone)."""
-    return appliance.tier
+async def get_tier(request: Request) -> Optional[Tier]:
+    """The host tier entries are written through and read through: the app's appliance's (None:
+    the engine alone, as for an app whose engine a test provides without an appliance)."""
+    appliance = request.app.state.appliance
+    return None if appliance is None else appliance.tier
 
 
 async def get_layout(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[FieldLayout]:
