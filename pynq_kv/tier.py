@@ -459,8 +459,9 @@ class Tier:
             for payload, handler in self.fill_get(key, _resolver(future)):
                 main.send(payload, handler)
             futures.append(future)
+        self.stats.forwarded += len(keys)
         replies = await asyncio.gather(*futures)
-        _check([r for r in replies if not r.startswith(b"-WRONGTYPE")])
+        _check(main, [r for r in replies if not r.startswith(b"-WRONGTYPE")])
         return [bulk_value(reply) for reply in replies]
 
     async def set_many(self, items: list[tuple[bytes, bytes]]) -> None:
@@ -498,7 +499,8 @@ class Tier:
 
             main.send(encode_command([b"SET", key, value]), settle)
             stored.append(done)
-        _check(await asyncio.gather(*stored))
+        self.stats.forwarded += len(items)
+        _check(main, await asyncio.gather(*stored))
         return [reply == b":0\r\n" for reply in await asyncio.gather(*existed)]
 
     async def delete_many(self, keys: list[bytes]) -> int:
@@ -518,8 +520,9 @@ class Tier:
             future: asyncio.Future = loop.create_future()
             main.send(encode_command([b"DEL", key]), _resolver(future))
             futures.append(future)
+        self.stats.forwarded += len(keys)
         replies = await asyncio.gather(*futures)
-        _check(replies)
+        _check(main, replies)
         return [reply == b":1\r\n" for reply in replies]
 
 
@@ -528,7 +531,6 @@ class RedisRefused(Exception):
 
 
 _OK = b"+OK\r\n"
-_LINK_GONE = (b"-ERR host tier connection lost", b"-ERR host tier connection closed")
 
 
 def _resolver(future: asyncio.Future) -> Callable[[bytes], None]:
@@ -539,14 +541,14 @@ def _resolver(future: asyncio.Future) -> Callable[[bytes], None]:
     return resolve
 
 
-def _check(replies: Sequence[bytes]) -> None:
-    """Raise for the first error reply: HostTierUnavailable when the connection went away
-    before Redis answered, else RedisRefused with Redis' text."""
+def _check(link: Link, replies: Sequence[bytes]) -> None:
+    """Raise for the first error reply: HostTierUnavailable when link went away before Redis
+    answered (the link's own error stands for the reply), else RedisRefused with Redis' text."""
     for reply in replies:
         if reply[:1] == b"-":
             text = reply[1:].strip().decode("latin-1")
-            if reply.startswith(_LINK_GONE):
-                raise HostTierUnavailable(f"host tier unavailable: {text[4:]}")
+            if link.closed:
+                raise HostTierUnavailable(f"host tier unavailable: Redis cannot be reached ({text})")
             raise RedisRefused(f"Redis refused the request: {text}")
 
 

@@ -129,6 +129,27 @@ def test_tier_with_redis_down_raises(doomed):
     assert engine_get(srv, b"a") is None  # the engine was emptied when Redis went away
 
 
+def test_tier_write_in_flight_when_redis_dies_is_not_acknowledged(doomed):
+    import asyncio
+
+    import redis
+
+    from pynq_kv.tier import HostTierUnavailable
+
+    srv, server = doomed
+    pauser = redis.Redis(port=server.port)
+    pauser.execute_command("CLIENT", "PAUSE", "5000", "WRITE")  # the SET waits in Redis
+    pending = asyncio.run_coroutine_threadsafe(srv.tier.set_many([(b"w", b"1")]), srv.loop)
+    time.sleep(0.2)
+    assert not pending.done()
+    server.proc.kill()
+    server.proc.wait()
+    with pytest.raises(HostTierUnavailable, match="connection lost"):
+        pending.result(WAIT)
+    assert engine_get(srv, b"w") is None
+    pauser.close()
+
+
 # -- the memcached UDP server -------------------------------------------------------------------
 
 MC_HDR = struct.pack(">HHHH", 7, 0, 1, 0)
