@@ -222,13 +222,13 @@ def udp(tiered):
         assert reply[:8] == MC_HDR
         return reply[8:]
 
-    yield srv, direct, ask
+    yield srv, direct, ask, server.port
     sock.close()
     srv.run(server.close())
 
 
 def test_memcached_writes_and_reads_through_redis(udp):
-    srv, direct, ask = udp
+    srv, direct, ask, _ = udp
     assert ask(b"set m1 0 0 5\r\nhello\r\n") == b"STORED\r\n"
     assert direct.get("m1") == b"hello"  # in Redis when STORED came back
     assert eventually(lambda: engine_get(srv, b"m1") == b"hello")
@@ -244,6 +244,26 @@ def test_memcached_writes_and_reads_through_redis(udp):
     direct.set("m3", "bin")
     reply = ask(mc_req(0x00, b"m3", opaque=9))
     assert reply[6:8] == b"\x00\x00" and reply.endswith(b"bin")
+
+
+def test_memcached_datagrams_waiting_for_redis_are_bounded(udp, monkeypatch):
+    from pynq_kv.serve.memcached import server as memcached
+
+    srv, direct, _, port = udp
+    monkeypatch.setattr(memcached, "TIER_MAX_PENDING", 2)
+    stats = srv.appliance.frontend_stats
+    direct.execute_command("CLIENT", "PAUSE", "10000", "WRITE")  # SETs wait in Redis
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(WAIT)
+            for i in range(4):
+                sock.sendto(MC_HDR + b"set p%d 0 0 1\r\nx\r\n" % i, ("127.0.0.1", port))
+            assert eventually(lambda: srv.on_loop(stats)["udp"]["drop_tier_busy"] == 2)
+            direct.execute_command("CLIENT", "UNPAUSE")
+            assert [sock.recv(2048) for _ in range(2)] == [MC_HDR + b"STORED\r\n"] * 2
+    finally:
+        direct.execute_command("CLIENT", "UNPAUSE")
+    assert direct.exists("p0", "p1", "p2", "p3") == 2
 
 
 def test_memcached_with_redis_down_acknowledges_nothing(doomed):

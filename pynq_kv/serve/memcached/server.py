@@ -84,6 +84,9 @@ ERROR_STATUSES = frozenset({Status.VALUE_TOO_LARGE, Status.INVALID_ARGUMENTS,
                             Status.UNKNOWN_COMMAND, Status.OUT_OF_MEMORY, Status.BUSY,
                             Status.TEMPORARY_FAILURE})
 UDP_RECV_BUFFER = 4 << 20  # loopback bursts from load generators overflow the default buffer
+# With a host tier: datagrams waiting for Redis at most; more are dropped (counted in
+# drop_tier_busy), as a full socket buffer would drop them, so a flood cannot queue without bound.
+TIER_MAX_PENDING = 4096
 
 Counters = Counter  # counter name -> count; missing names read 0
 
@@ -595,6 +598,9 @@ class _Protocol(asyncio.DatagramProtocol):
         server = self.server
         tier = server.tier()
         if tier is not None:  # the replies wait for Redis: answered by a task
+            if len(server.pending) >= TIER_MAX_PENDING:
+                server.counters["drop_tier_busy"] += 1
+                return
             server.spawn(self._answer_tiered(tier, data, addr, start))
             return
         try:
@@ -636,7 +642,7 @@ class UdpServer:
         self.counters: Counters = Counter()
         self.latency = LatencyRecorder()  # one observation per datagram answered
         self._transport: Optional[asyncio.DatagramTransport] = None
-        self._tasks: set[asyncio.Task] = set()  # datagrams waiting for the host tier
+        self.pending: set[asyncio.Task] = set()  # datagrams waiting for the host tier
 
     @property
     def port(self) -> int:
@@ -663,21 +669,24 @@ class UdpServer:
     def spawn(self, work: Any) -> None:
         """Run work as a task this server holds (and cancels at close)."""
         task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
 
     def stats(self) -> dict[str, int]:
-        """The counters of frontend.md §8 and §10 this layer keeps, plus internal_errors."""
+        """The counters of frontend.md §8 and §10 this layer keeps, plus internal_errors (and
+        with a host tier drop_tier_busy)."""
         out = {name: self.counters[name] for name in GUARD_COUNTERS + DATAGRAM_COUNTERS}
         out["internal_errors"] = self.counters["internal_errors"]
+        if self.appliance.tier is not None:
+            out["drop_tier_busy"] = self.counters["drop_tier_busy"]
         return out
 
     async def close(self) -> None:
         self.appliance.unregister_frontend("udp")
-        for task in list(self._tasks):
+        for task in list(self.pending):
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
+        if self.pending:
+            await asyncio.wait(list(self.pending))
         if self._transport is not None:
             self._transport.close()
             self._transport = None
