@@ -330,6 +330,35 @@ def test_rest_writes_and_reads_through_redis(rest):
     assert r.status_code == 422 and "Redis string keys" in r.text
 
 
+def test_rest_integer_values_are_redis_decimals(redis_server):
+    import httpx
+    import redis
+
+    from pynq_kv_api.main import create_app
+
+    direct = redis.Redis(port=redis_server.port)
+    direct.flushall()
+    srv = PynqServer(redis=redis_server, value_kind="int")
+    try:
+        app = create_app(srv.appliance)
+
+        async def go() -> list[Any]:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+                return [await client.put("/v1/entries/n", json={"value": 42}),
+                        await client.put("/v1/entries/s", json={"value": "text"}),
+                        await client.get("/v1/entries/n")]
+
+        put, refused, got = srv.run(go())
+        assert put.status_code == 201 and direct.get("n") == b"42"
+        assert refused.status_code == 422 and direct.get("s") is None
+        assert got.json()["value"] == 42
+        assert eventually(lambda: engine_get(srv, b"n") == 42)
+    finally:
+        srv.stop()
+        direct.close()
+
+
 def test_rest_import_writes_through(rest):
     srv, direct, call = rest
     direct.set("i0", "old")
