@@ -65,6 +65,14 @@ def reply_end(buf: bytes, pos: int) -> int:
         elif kind in _LIST_TYPES:
             pos = eol + 2
             need += max(count, 0)
+            find = buf.find
+            while need and pos < size and buf[pos] == 36:  # a run of bulk strings: LRANGE, MGET
+                eol = find(b"\r\n", pos)
+                if eol < 0:
+                    return -1
+                count = int(buf[pos + 1:eol])
+                pos = eol + 2 if count < 0 else eol + 4 + count
+                need -= 1
         elif kind in _PAIR_TYPES:
             pos = eol + 2
             need += 2 * max(count, 0) + (kind == 124)  # an attribute precedes a reply

@@ -43,6 +43,11 @@ CLIENT_NAME_CHARS = b"ERR Client names cannot contain spaces, newlines or specia
 INVALID_EXPIRE_SET = b"ERR invalid expire time in 'set' command"
 OOM = b"OOM command not allowed when used memory > 'maxmemory'."
 MAX_CLIENTS = b"ERR max number of clients reached"
+# With a host tier: commands that would act on pynq-kv's own connections to Redis, or stop it.
+TIER_SHUTDOWN = b"ERR SHUTDOWN would stop the Redis behind pynq-kv: stop pynq-kv serve instead"
+TIER_CLIENT_KILL = (b"ERR CLIENT KILL is not supported through pynq-kv (Redis' client ids are "
+                    b"pynq-kv's connections, not yours)")
+TIER_DOWN = b"ERR host tier unavailable: Redis cannot be reached"
 
 
 def _c_string(data: bytes, limit: int) -> bytes:

@@ -50,7 +50,9 @@ _CLIENT_OWN_LINK = frozenset({b"tracking", b"caching", b"reply", b"no-evict", b"
 # After these, Redis sends what it likes when it likes: its bytes are relayed unframed.
 _RAW_AFTER = frozenset({b"subscribe", b"psubscribe", b"ssubscribe", b"monitor"})
 _NOAUTH_OK = frozenset({b"auth", b"hello", b"quit"})
-_TIER_DOWN = E.error_reply(b"ERR host tier unavailable: Redis cannot be reached")
+_TIER_DOWN = E.error_reply(E.TIER_DOWN)
+# Refused: they would act on pynq-kv's own connections to Redis (or stop that Redis).
+_REFUSED = {b"shutdown": E.TIER_SHUTDOWN, b"client|kill": E.TIER_CLIENT_KILL}
 _NIL2 = b"$-1\r\n"  # the shared connection's nil (RESP2); a RESP3 client gets "_"
 
 
@@ -149,6 +151,14 @@ class Forwarder:
             self.srv.error_replies += 1
             return
         conn.last_cmd = name.decode("latin-1")
+        refused = _REFUSED.get(name) or _REFUSED.get(name + b"|" + sub)
+        if refused is not None:
+            conn.out.append(E.error_reply(refused))
+            self.srv.error_replies += 1
+            return
+        if name == b"reset":  # Redis forgets the connection's state: so does pynq-kv
+            conn.set_protocol(2)
+            conn.multi, conn.multi_written = False, None
         if conn.link is None and (name in _OWN_LINK or name == b"client" and sub in _CLIENT_OWN_LINK
                                   or self.tier.specs is not None and self.tier.specs.blocking(args)):
             self.own_link(conn)

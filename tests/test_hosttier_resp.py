@@ -1,0 +1,374 @@
+"""pynq-kv with a Redis behind the engine, against a plain redis-server: the same replies.
+
+Every scenario runs twice with redis-py — once against pynq-kv's RESP server whose host tier is
+one redis-server, once against another redis-server directly — and the results must be equal.
+Raw-byte tests compare the exact reply bytes. Coherence tests change keys behind pynq-kv's back
+(a second client on the backing Redis) and check that the engine never answers an old value.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+import redis
+
+from resp_helpers import HAVE_REDIS, HOST, PynqServer, RedisServer, encode_command
+
+pytestmark = pytest.mark.skipif(not HAVE_REDIS, reason="needs Debian's redis-server")
+
+Scenario = Callable[[redis.Redis], list]
+
+
+@pytest.fixture(scope="module")
+def servers() -> Any:
+    behind = RedisServer()
+    reference = RedisServer()
+    pynq = PynqServer(redis=behind)
+    try:
+        yield pynq, behind, reference
+    finally:
+        pynq.stop()
+        behind.stop()
+        reference.stop()
+
+
+@pytest.fixture
+def clients(servers: Any) -> Any:
+    pynq, behind, reference = servers
+    made: list[redis.Redis] = []
+
+    def make(port: int, **kw: Any) -> redis.Redis:
+        client = redis.Redis(host=HOST, port=port, socket_timeout=5, **kw)
+        made.append(client)
+        return client
+
+    redis.Redis(host=HOST, port=behind.port).flushall()
+    redis.Redis(host=HOST, port=reference.port).flushall()
+    yield make
+    for client in made:
+        client.close()
+
+
+def both(servers: Any, clients: Any, scenario: Scenario, **kw: Any) -> tuple[list, list]:
+    pynq, _, reference = servers
+    return scenario(clients(pynq.port, **kw)), scenario(clients(reference.port, **kw))
+
+
+def strings(r: redis.Redis) -> list:
+    out: list = [r.set("s", "v1"), r.get("s"), r.get("s"), r.append("s", "+"), r.get("s"),
+                 r.incr("n"), r.incrby("n", 41), r.get("n"), r.decr("n"), r.getdel("n"),
+                 r.get("n"), r.setnx("s", "no"), r.set("s", "x", xx=True, get=True), r.get("s"),
+                 r.set("fresh", "1", nx=True), r.mset({"m1": "a", "m2": "b"}),
+                 r.mget("m1", "missing", "m2"), r.strlen("m1"), r.setrange("m1", 3, "zz"),
+                 r.get("m1"), r.getrange("m1", 0, 2), r.exists("m1", "m2", "missing"),
+                 r.delete("m1", "missing"), r.exists("m1")]
+    try:
+        r.incr("s")
+    except redis.ResponseError as exc:
+        out.append(str(exc))
+    return out
+
+
+def data_types(r: redis.Redis) -> list:
+    return [r.lpush("l", 1, 2, 3), r.rpop("l"), r.lrange("l", 0, -1),
+            r.hset("h", mapping={"a": "1", "b": "2"}), r.hgetall("h"), r.hincrby("h", "a", 5),
+            sorted(r.smembers("nosuch")), r.sadd("st", "x", "y"), sorted(r.smembers("st")),
+            r.zadd("z", {"a": 1, "b": 2}), r.zrange("z", 0, -1, withscores=True),
+            r.xadd("x", {"f": "v"}, id="1-1"), r.xrange("x"), r.setbit("bits", 7, 1),
+            r.bitcount("bits"), r.pfadd("hll", "a", "b"), r.pfcount("hll"), r.type("h"),
+            r.type("s-none")]
+
+
+def wrong_type_get(r: redis.Redis) -> list:
+    r.lpush("list", "a")
+    out: list = []
+    for _ in range(2):
+        try:
+            out.append(r.get("list"))
+        except redis.ResponseError as exc:
+            out.append(str(exc))
+    return out
+
+
+def transactions(r: redis.Redis) -> list:
+    out: list = []
+    pipe = r.pipeline()  # redis-py's default: MULTI ... EXEC
+    pipe.set("t", "1").incr("t").get("t").lpush("tl", "a")
+    out.append(pipe.execute())
+    pipe = r.pipeline()
+    pipe.set("t", "2").lpush("t", "x").get("t")  # a runtime error inside EXEC
+    out.append([str(x) if isinstance(x, Exception) else x
+                for x in pipe.execute(raise_on_error=False)])
+    with r.pipeline() as pipe:
+        pipe.watch("w")
+        pipe.multi()
+        pipe.set("w", "mine")
+        out.append(pipe.execute())
+    out.append(r.get("w"))
+    out.append(r.execute_command("MULTI"))
+    out.append(r.execute_command("SET", "d", "1"))
+    out.append(r.execute_command("DISCARD"))
+    out.append(r.get("d"))
+    try:  # a command refused while queuing aborts the transaction
+        r.execute_command("MULTI")
+        r.execute_command("NOSUCHCOMMAND")
+    except redis.ResponseError as exc:
+        out.append(str(exc).split(",")[0])
+    try:
+        r.execute_command("EXEC")
+    except redis.ResponseError as exc:
+        out.append(str(exc))
+    return out
+
+
+def watch_abort(r: redis.Redis, other: redis.Redis) -> list:
+    r.set("wk", "0")
+    r.get("wk")  # (pynq-kv: now in the engine)
+    with r.pipeline() as pipe:
+        pipe.watch("wk")
+        other.set("wk", "changed")
+        pipe.multi()
+        pipe.set("wk", "mine")
+        try:
+            pipe.execute()
+            aborted = False
+        except redis.WatchError:
+            aborted = True
+    return [aborted, r.get("wk")]
+
+
+def expiry(r: redis.Redis) -> list:
+    out = [r.set("e", "v", px=80), r.get("e"), r.ttl("e") in (0, 1), r.set("p", "v"),
+           r.get("p"), r.pexpire("p", 80), r.get("p")]
+    time.sleep(0.25)
+    out += [r.get("e"), r.get("p"), r.exists("e", "p"), r.set("q", "v", ex=100), r.persist("q"),
+            r.ttl("q")]
+    return out
+
+
+def keyspace(r: redis.Redis) -> list:
+    for i in range(30):
+        r.set(f"k:{i}", i)
+    r.hset("k:h", "f", "v")
+    return [sorted(r.scan_iter(match="k:*", count=7)), sorted(r.keys("k:1*")), r.dbsize(),
+            r.rename("k:1", "k:one"), r.get("k:one"), r.get("k:1"), r.copy("k:2", "k:two"),
+            r.get("k:two"), r.randomkey() is not None]
+
+
+def scripts(r: redis.Redis) -> list:
+    r.set("sk", "old")
+    first = r.get("sk")  # pynq-kv: filled into the engine
+    out = [first, r.eval("redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])",
+                         1, "sk", "new"), r.get("sk"),
+           r.eval("return redis.call('SET', 'undeclared', 'x')", 0), r.get("undeclared")]
+    sha = r.script_load("return redis.call('INCR', KEYS[1])")
+    out += [r.evalsha(sha, 1, "cnt"), r.evalsha(sha, 1, "cnt"), r.get("cnt")]
+    return out
+
+
+def flushes(r: redis.Redis) -> list:
+    r.set("f1", "a")
+    return [r.get("f1"), r.flushall(), r.get("f1"), r.dbsize(), r.set("f1", "b"), r.get("f1"),
+            r.flushdb(), r.get("f1")]
+
+
+def select_db(r: redis.Redis) -> list:
+    r.set("db", "zero")
+    r.get("db")
+    return [r.execute_command("SELECT", 1), r.get("db"), r.set("db", "one"), r.get("db"),
+            r.execute_command("SELECT", 0), r.get("db")]
+
+
+def long_keys(r: redis.Redis) -> list:
+    key, value = "k" * 200, "v" * 500  # longer than the engine's key and value widths
+    return [r.set(key, value), r.get(key), r.mget(key, "short"), r.exists(key), r.delete(key),
+            r.get(key), r.set("short", value), r.get("short")]
+
+
+@pytest.mark.parametrize("scenario", [strings, data_types, wrong_type_get, transactions, expiry,
+                                      keyspace, scripts, flushes, long_keys])
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_same_replies_as_redis(servers: Any, clients: Any, scenario: Scenario,
+                               protocol: int) -> None:
+    mine, theirs = both(servers, clients, scenario, protocol=protocol)
+    assert mine == theirs
+
+
+def test_select_keeps_databases_apart(servers: Any, clients: Any) -> None:
+    mine, theirs = both(servers, clients, select_db)
+    assert mine == theirs == [True, None, True, b"one", True, b"zero"]
+
+
+def test_watch_sees_another_clients_write(servers: Any, clients: Any) -> None:
+    pynq, _, reference = servers
+    mine = watch_abort(clients(pynq.port), clients(pynq.port))
+    theirs = watch_abort(clients(reference.port), clients(reference.port))
+    assert mine == theirs == [True, b"changed"]
+
+
+def test_raw_pipeline_bytes_are_redis_bytes(servers: Any) -> None:
+    """A pipeline of mixed commands, sent raw: the reply bytes are Redis' own, byte for byte."""
+    pynq, behind, reference = servers
+    for port in (behind.port, reference.port):
+        redis.Redis(host=HOST, port=port).flushall()
+    commands = [["SET", "a", "1"], ["GET", "a"], ["GET", "a"], ["INCR", "a"], ["GET", "a"],
+                ["GET", "nokey"], ["MGET", "a", "nokey"], ["LPUSH", "l", "x", "y"],
+                ["LRANGE", "l", "0", "-1"], ["HSET", "h", "f", "v"], ["HGETALL", "h"],
+                ["GET", "l"], ["EXISTS", "a", "l", "nokey"], ["SET", "b", "2", "GET"],
+                ["MULTI"], ["SET", "a", "9"], ["GET", "a"], ["EXEC"], ["GET", "a"],
+                ["DEL", "a", "b"], ["GET", "a"], ["TTL", "l"], ["TYPE", "h"], ["ECHO", "hi"],
+                ["PING"], ["NOSUCH", "x"], ["GET"]]
+    payload = b"".join(encode_command(*c) for c in commands)
+    answers = []
+    for port in (pynq.port, reference.port):
+        with socket.create_connection((HOST, port), timeout=5) as sock:
+            sock.sendall(payload + encode_command("ECHO", "END-OF-TEST"))
+            data = b""
+            while not data.endswith(b"$11\r\nEND-OF-TEST\r\n"):
+                piece = sock.recv(65536)
+                assert piece, "closed early"
+                data += piece
+        answers.append(data)
+    assert answers[0] == answers[1]
+
+
+def test_write_behind_our_back_reaches_the_engine(servers: Any, clients: Any) -> None:
+    """Another client of the backing Redis changes a key the engine holds: within the window
+    (measured here) pynq-kv answers the new value, and never an older one afterwards."""
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    other = clients(behind.port)
+    r.set("shared", "v0")
+    deadline = time.monotonic() + 5
+    while pynq.on_loop(lambda: pynq.engine.get(b"shared")) != b"v0":  # filled after the barrier
+        assert time.monotonic() < deadline
+        r.get("shared")
+    windows = []
+    for i in range(1, 21):
+        other.set("shared", f"v{i}")
+        start = time.monotonic()
+        while r.get("shared") != f"v{i}".encode():
+            assert time.monotonic() - start < 2.0, "the engine kept an old value"
+        windows.append(time.monotonic() - start)
+        assert r.get("shared") == f"v{i}".encode()
+    assert max(windows) < 1.0
+    other.expire("shared", 100)  # a key that gains a TTL leaves the engine
+    deadline = time.monotonic() + 2
+    while pynq.on_loop(lambda: pynq.engine.get(b"shared")) is not None:
+        assert time.monotonic() < deadline
+    r.get("shared")
+    time.sleep(0.05)
+    assert pynq.on_loop(lambda: pynq.engine.get(b"shared")) is None  # kept out: it has a TTL
+
+
+def test_flushall_behind_our_back_empties_the_engine(servers: Any, clients: Any) -> None:
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    r.set("gone", "soon")
+    deadline = time.monotonic() + 2
+    while pynq.on_loop(lambda: pynq.engine.get(b"gone")) is None:
+        assert time.monotonic() < deadline
+    clients(behind.port).flushall()
+    deadline = time.monotonic() + 2
+    while r.get("gone") is not None:
+        assert time.monotonic() < deadline
+
+
+def test_pubsub_and_blocking_commands(servers: Any, clients: Any) -> None:
+    pynq, _, _ = servers
+    r = clients(pynq.port)
+    other = clients(pynq.port)
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(r.blpop(["queue"], timeout=5)))
+    worker.start()
+    time.sleep(0.1)
+    assert other.rpush("queue", "job") == 1
+    worker.join(5)
+    assert got == [(b"queue", b"job")]
+    sub = clients(pynq.port).pubsub()
+    sub.subscribe("news")
+    assert sub.get_message(timeout=2)["type"] == "subscribe"
+    assert other.publish("news", "hello") == 1
+    message = sub.get_message(timeout=2)
+    assert message["data"] == b"hello"
+    sub.close()
+
+
+def test_hits_come_from_the_engine(servers: Any, clients: Any) -> None:
+    """A hot key is answered by the engine: Redis sees no GET for it."""
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    r.set("hot", "value")
+    deadline = time.monotonic() + 2
+    while pynq.on_loop(lambda: pynq.engine.get(b"hot")) != b"value":
+        assert time.monotonic() < deadline
+    direct = clients(behind.port)
+    before = int(direct.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
+    for _ in range(50):
+        assert r.get("hot") == b"value"
+    after = int(direct.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
+    assert after == before
+
+
+def test_info_has_redis_and_pynq_kv_sections(servers: Any, clients: Any) -> None:
+    pynq, _, _ = servers
+    info = clients(pynq.port).info("everything")
+    assert "redis_version" in info and "hosttier_up" in info and "aof_enabled" in info
+
+
+def test_redis_gone_gives_errors_and_empties_the_engine() -> None:
+    behind = RedisServer()
+    pynq = PynqServer(redis=behind)
+    try:
+        r = redis.Redis(host=HOST, port=pynq.port, socket_timeout=5)
+        r.set("k", "v")
+        deadline = time.monotonic() + 2
+        while pynq.on_loop(lambda: pynq.engine.get(b"k")) is None:
+            assert time.monotonic() < deadline
+        behind.stop()
+        deadline = time.monotonic() + 5
+        while pynq.on_loop(lambda: pynq.tier.up):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert pynq.on_loop(lambda: len(pynq.engine)) == 0  # nothing Redis might have lost
+        for command in (lambda: r.get("k"), lambda: r.set("k", "w"), lambda: r.lpush("l", 1)):
+            with pytest.raises(redis.ResponseError, match="host tier"):
+                command()
+        r.close()
+    finally:
+        pynq.stop()
+
+
+def test_commands_on_pynq_kvs_own_links_are_refused(servers: Any, clients: Any) -> None:
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    with pytest.raises(redis.ResponseError, match="stop pynq-kv serve instead"):
+        r.execute_command("SHUTDOWN")
+    with pytest.raises(redis.ResponseError, match="CLIENT KILL is not supported"):
+        r.execute_command("CLIENT", "KILL", "ID", "1")
+    assert clients(behind.port).ping() and r.set("still", "up") and r.get("still") == b"up"
+
+
+def test_reset_and_client_reply_behave_as_on_redis(servers: Any, clients: Any) -> None:
+    """RESET forgets the transaction and the protocol; CLIENT REPLY OFF/SKIP silence replies."""
+    pynq, _, reference = servers
+    outputs = []
+    for port in (pynq.port, reference.port):
+        with socket.create_connection((HOST, port), timeout=5) as sock:
+            commands = [["HELLO", "3"], ["MULTI"], ["SET", "r", "1"], ["RESET"], ["GET", "r"],
+                        ["CLIENT", "REPLY", "SKIP"], ["SET", "r", "2"], ["GET", "r"],
+                        ["CLIENT", "REPLY", "OFF"], ["SET", "r", "3"], ["CLIENT", "REPLY", "ON"],
+                        ["GET", "r"], ["ECHO", "END"]]
+            sock.sendall(b"".join(encode_command(*c) for c in commands))
+            data = b""
+            while not data.endswith(b"$3\r\nEND\r\n"):
+                piece = sock.recv(65536)
+                assert piece
+                data += piece
+        outputs.append(data[data.index(b"+QUEUED"):])  # (HELLO's reply names the server)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].endswith(b"+RESET\r\n$-1\r\n$1\r\n2\r\n+OK\r\n$1\r\n3\r\n$3\r\nEND\r\n")
