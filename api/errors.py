@@ -7,7 +7,7 @@ the field. Other errors are ``{"detail": "message"}``.
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -101,7 +101,8 @@ def install(app: FastAPI) -> None:
 NOT_FOUND = {404: {"model": Message, "description": "No such key, rule or import"}}
 UNAUTHORIZED = {401: {"model": Message, "description": "Missing or wrong bearer token"}}
 NO_ROOM = {507: {"model": Message, "description": "The table (or rule table) has no room"}}
-TIER = {502: {"model": Message, "description": "The host tier's Redis refused the write (its error "
-                                             "text)"},
-        503: {"model": Message, "description": "The host tier's Redis cannot be reached: nothing "
-                                             "was written"}}
+TIER: dict[Union[int, str], dict[str, Any]] = {
+    502: {"model": Message, "description": "The host tier's Redis refused the write (its error text)"},
+    503: {"model": Message, "description": "The host tier's Redis cannot be reached: nothing was "
+                                           "written"},
+}

@@ -441,9 +441,8 @@ class Tier:
                     answers[fit[j]] = text
         missing = [i for i, answer in enumerate(answers) if answer is None]
         if missing:
-            fetched = await self.fetch_many([keys[i] for i in missing])
-            for i, text in zip(missing, fetched):
-                answers[i] = text
+            for i, answer in zip(missing, await self.fetch_many([keys[i] for i in missing])):
+                answers[i] = answer
         return answers
 
     async def fetch_many(self, keys: list[bytes]) -> list[Optional[bytes]]:

@@ -434,6 +434,7 @@ def test_serve_with_a_private_redis_writes_every_front_end_through(tmp_path):
     async def scenario() -> None:
         running = await start(config)
         try:
+            assert running.appliance.host_tier is not None
             redis = running.appliance.host_tier.client()
             try:
                 await asyncio.to_thread(clients, running.addresses["udp"],

@@ -152,12 +152,16 @@ class _Wire:
         self.key_bytes = engine.geometry.key_bytes
         self.value_bytes = engine.geometry.value_bytes
         self.max_value = self.value_bytes - 1
-        self.raw_value = engine.value_format.encode
+        self.raw_value: Callable[[bytes], Any] = engine.value_format.encode
 
     def wire_value(self, raw: bytes) -> bytes:
         """A raw value as the wire shows it: the tagged bytes, or all of it if not tagged."""
         length = raw[0]
         return raw[1:1 + length] if length <= self.max_value else raw
+
+
+def _as_is(data: Any) -> Any:
+    return data
 
 
 class _TierWire(_Wire):
@@ -168,7 +172,7 @@ class _TierWire(_Wire):
 
     def __init__(self, engine: KVEngine) -> None:
         super().__init__(engine)
-        self.raw_value = bytes
+        self.raw_value = _as_is
 
     def wire_value(self, raw: bytes) -> bytes:
         return raw
