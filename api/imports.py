@@ -24,6 +24,7 @@ from pynq_kv.engine import KVEngine
 from pynq_kv.errors import KVError
 from pynq_kv.tier import HostTierUnavailable, RedisRefused, Tier
 
+from .codec import redis_key, redis_value
 from .errors import InputError
 
 log = logging.getLogger("pynq_kv_api.imports")
@@ -113,16 +114,11 @@ async def check_file(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
 
 
 def redis_items(engine: KVEngine, keys: np.ndarray, values: np.ndarray) -> list[tuple[bytes, bytes]]:
-    """The Redis (key, value) strings of checked raw rows (byte-string keys): a key's bytes, a
-    value's bytes or an integer engine's decimal, as a RESP SET sends them."""
-    ints = engine.value_kind == "int"
-    out = []
-    for key, value in zip(keys, values):
-        raw_key, raw_value = key.tobytes(), value.tobytes()
-        out.append((raw_key[1:1 + raw_key[0]],
-                    str(int.from_bytes(raw_value, "big")).encode() if ints
-                    else raw_value[1:1 + raw_value[0]]))
-    return out
+    """The Redis (key, value) strings of raw rows check_file made with byte_keys, as a RESP SET
+    sends them (codec.redis_key, codec.redis_value)."""
+    return [(redis_key(engine.decode_key(key.tobytes()), ("body",)),
+             redis_value(engine, engine.decode_value(value.tobytes()), ("body",)))
+            for key, value in zip(keys, values)]
 
 
 class ImportJobs:
