@@ -1,19 +1,28 @@
 """redis-benchmark against `pynq-kv serve` (model backend) and redis-server, side by side.
 
-Both servers run in this one run, on loopback, each in its own process — pynq-kv as the whole
-appliance (`pynq-kv serve`, every front-end on a free port) — and every test is run against
-both in alternation (redis-server, then pynq-kv) for several rounds, so load from other work on
-these noisy 2-core machines falls on both alike; each figure is the best of its rounds.
-Prints one JSON object: requests/s of both, and pynq-kv / redis-server for GET and SET,
-unpipelined (-P 1) and pipelined (-P 16), 50 clients.
+Two parts, each with both servers in this one run, on loopback, each in its own process, every
+test run against both in alternation (redis-server, then pynq-kv) for several rounds, so load
+from other work on these noisy 2-core machines falls on both alike; each figure is the best of
+its rounds. redis-benchmark 7 exits non-zero at the first error reply, which stops this script.
 
-The figures only count if the work was done: redis-benchmark (7.x) exits non-zero at the first
-error reply, which stops this script; afterwards both servers must report no error replies
-(INFO stats), hold (nearly) all KEYSPACE keys (DBSIZE), and return a 3-byte value
-(redis-benchmark's -d 3) for every one of them (MGET); the JSON's "checks" shows what was found.
+- "host_tier" (issue 15): redis-benchmark's whole default suite (every test it runs without -t,
+  tests/redis_benchmark.py), 50 clients, -P 1 and -P 16, against `pynq-kv serve --store private
+  --appendfsync P` (the engine in front of its private redis-server) and against a plain
+  redis-server with the same AOF setting (`--appendonly yes --appendfsync P`), both on TCP
+  loopback. Its `ratios` (also at the top of the JSON) map each test and depth ("GET/P1",
+  "MSET/P16", ...) to pynq-kv's requests/s over redis-server's. Afterwards both must report no
+  error replies (INFO stats).
+- "memory_only": the figures this script measured before the host tier: GET and SET against
+  `pynq-kv serve` memory-only (its default, `--no-store`, every front-end running) and a
+  redis-server without persistence. Afterwards both servers must report no error replies, hold
+  (nearly) all KEYSPACE keys (DBSIZE) and return a 3-byte value (redis-benchmark's -d 3) for
+  every one of them (MGET); its "checks" shows what was found.
 
-    python benchmarks/resp.py            # full run (about a minute)
-    python benchmarks/resp.py --quick    # fewer requests, one round: a smoke test
+Prints one JSON object.
+
+    python benchmarks/resp.py                     # both parts, full size (about 5 minutes)
+    python benchmarks/resp.py --quick             # fewer requests, one round: a smoke test
+    python benchmarks/resp.py --part host_tier --suite-requests 5000
 """
 
 from __future__ import annotations
@@ -31,8 +40,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS_DIR = ROOT / "tests"
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+from crash_support import Served  # noqa: E402  (tests/crash_support.py)
+from redis_benchmark import DEFAULT_SUITE, run_suite  # noqa: E402  (tests/redis_benchmark.py)
+
 KEYSPACE = 10000  # -r: keys key:000000000000 .. fit the default table (32776 slots) at 31 %
 CLIENTS = 50
 
@@ -54,21 +71,24 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
     raise SystemExit(f"server on port {port} did not come up")
 
 
-def start_redis(tmp: Path) -> tuple[subprocess.Popen, int]:
+def start_redis(tmp: Path, appendfsync: str = "") -> tuple[subprocess.Popen, int]:
+    """A plain redis-server on a free loopback port: no persistence, or AOF with appendfsync."""
     port = free_port()
+    aof = ["--appendonly", "yes", "--appendfsync", appendfsync] if appendfsync else \
+        ["--appendonly", "no"]
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-         "no", "--dir", str(tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", *aof,
+         "--dir", str(tmp)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
     return proc, port
 
 
 def start_pynq_kv() -> tuple[subprocess.Popen, int]:
-    """`pynq-kv serve` with its defaults (model backend, default geometry), on free ports."""
+    """`pynq-kv serve` memory-only (model backend, default geometry), on free ports."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pynq_kv", "serve", "--resp-port", str(port),
+        [sys.executable, "-m", "pynq_kv", "serve", "--no-store", "--resp-port", str(port),
          "--udp-port", str(free_port()), "--admin-port", str(free_port()),
          "--log-level", "warning"],
         env=env)
@@ -89,6 +109,14 @@ def cli(port: int, *args: str) -> str:
 def info_fields(port: int, section: str) -> dict[str, str]:
     lines = cli(port, "INFO", section).splitlines()
     return dict(line.split(":", 1) for line in lines if ":" in line and not line.startswith("#"))
+
+
+def error_replies(port: int) -> int:
+    """INFO stats' total_error_replies (SystemExit if the server does not count them)."""
+    count = info_fields(port, "stats").get("total_error_replies")
+    if count is None:
+        raise SystemExit(f"server on port {port} reports no total_error_replies")
+    return int(count)
 
 
 def check(port: int) -> dict[str, object]:
@@ -123,15 +151,8 @@ def bench(port: int, test: str, requests: int, pipeline: int) -> tuple[float, st
     return float(figures[0][1]), done.stderr.strip()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
-    if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
-        raise SystemExit("needs redis-server and redis-benchmark (Debian: redis-server, redis-tools)")
-    rounds = 1 if args.quick else args.rounds
-    scale = 10 if args.quick else 1
+def memory_only(rounds: int, scale: int) -> dict[str, Any]:
+    """GET and SET, -P 1 and -P 16, memory-only pynq-kv against redis-server without AOF."""
     tests = [  # name, redis-benchmark test, requests, pipeline
         ("set_p1", "set", 100_000 // scale, 1),
         ("get_p1", "get", 100_000 // scale, 1),
@@ -161,8 +182,8 @@ def main() -> None:
                 except subprocess.TimeoutExpired:
                     proc.kill()
     result = {
-        "benchmark": "redis-benchmark -c 50 -r 10000 -d 3, pynq-kv serve (model backend) vs "
-                     "redis-server",
+        "benchmark": "redis-benchmark -c 50 -r 10000 -d 3, pynq-kv serve memory-only (model "
+                     "backend, --no-store) vs redis-server without persistence",
         "clients": CLIENTS,
         "keyspace": KEYSPACE,
         "rounds": rounds,
@@ -176,6 +197,82 @@ def main() -> None:
     result["target_ratio"] = 0.5
     result["errors"] = remarks
     result["checks"] = checks
+    return result
+
+
+def host_tier(appendfsync: str, rounds: int, requests: int) -> dict[str, Any]:
+    """redis-benchmark's default suite, -P 1 (requests) and -P 16 (4 x requests), 50 clients:
+    `pynq-kv serve --store private` against redis-server, both with AOF appendfsync."""
+    depths = {"P1": (1, requests), "P16": (16, 4 * requests)}
+    best: dict[str, dict[str, float]] = {"pynq_kv": {}, "redis_server": {}}
+    with tempfile.TemporaryDirectory(prefix="pynq-kv-bench-") as tmp:
+        redis, redis_port = start_redis(Path(tmp), appendfsync)
+        served = None
+        try:
+            served = Served(Path(tmp) / "pynq-kv-data", appendfsync)
+            servers = {"redis_server": redis_port, "pynq_kv": served.resp_port}
+            # the count before: pynq-kv's INFO is its Redis', whose own connections (redis-py's
+            # CLIENT SETINFO, which Redis 7.0 does not know) have error replies already
+            before = {server: error_replies(port) for server, port in servers.items()}
+            for _ in range(rounds):
+                for depth, (pipeline, n) in depths.items():
+                    for server, port in servers.items():
+                        for test, rps in run_suite(port, requests=n, clients=CLIENTS,
+                                                   pipeline=pipeline, keyspace=KEYSPACE).items():
+                            name = f"{test}/{depth}"
+                            best[server][name] = max(best[server].get(name, 0.0), rps)
+            errors = {server: error_replies(port) - before[server]
+                      for server, port in servers.items()}
+            if any(errors.values()):
+                raise SystemExit(f"error replies counted after the suite: {errors}")
+        finally:
+            if served is not None:
+                served.stop()
+            redis.terminate()
+            try:
+                redis.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                redis.kill()
+    names = [f"{test}/{depth}" for depth in depths for test in DEFAULT_SUITE]
+    return {
+        "benchmark": f"redis-benchmark default suite -c {CLIENTS} -r {KEYSPACE} -d 3, pynq-kv "
+                     f"serve --store private --appendfsync {appendfsync} (model backend) vs "
+                     f"redis-server --appendonly yes --appendfsync {appendfsync}, TCP loopback",
+        "appendfsync": appendfsync,
+        "rounds": rounds,
+        "requests": {depth: n for depth, (_, n) in depths.items()},
+        "pynq_kv_rps": {name: round(best["pynq_kv"][name]) for name in names},
+        "redis_server_rps": {name: round(best["redis_server"][name]) for name in names},
+        "ratios": {name: round(best["pynq_kv"][name] / best["redis_server"][name], 3)
+                   for name in names},
+        "targets": {"GET": 0.7, "other": 0.5},
+        "error_replies": errors,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=3, help="memory-only rounds (default 3)")
+    parser.add_argument("--part", choices=("both", "host_tier", "memory_only"), default="both")
+    parser.add_argument("--appendfsync", choices=("always", "everysec", "no"), default="everysec",
+                        help="the AOF policy of both servers in the host-tier part")
+    parser.add_argument("--suite-requests", type=int, default=20_000,
+                        help="requests per suite test at -P 1 (x4 at -P 16; default 20000)")
+    parser.add_argument("--suite-rounds", type=int, default=1)
+    args = parser.parse_args()
+    if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
+        raise SystemExit("needs redis-server and redis-benchmark (Debian: redis-server, redis-tools)")
+    result: dict[str, Any] = {}
+    if args.part in ("both", "host_tier"):
+        requests = args.suite_requests // 10 if args.quick else args.suite_requests
+        result["host_tier"] = host_tier(args.appendfsync, 1 if args.quick else args.suite_rounds,
+                                        requests)
+        result["ratios"] = result["host_tier"]["ratios"]
+    if args.part in ("both", "memory_only"):
+        result["memory_only"] = memory_only(1 if args.quick else args.rounds,
+                                            10 if args.quick else 1)
     result["date"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                          "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}

@@ -43,7 +43,7 @@ from _verilator_bench import run_bench, tools
 TOPLEVEL = "kv_top"
 MODULES = ["kv_top", "kv_mc_csr", "kv_mc_core", "kv_mc_admit", "kv_mc_rx", "kv_mc_dec", "kv_mc_text", "kv_mc_fmt", "kv_skid",
            "kv_fifo", "kv_mc_arb", "kv_engine_top", "kv_csr", "kv_axil_regs", "kv_engine", "kv_h3_hash", "kv_bank_ram",
-           "kv_rule_match", "kv_prio_tree", "kv_eth_if", "kv_eth_rx", "kv_eth_tx"]
+           "kv_rule_match", "kv_prio_tree", "kv_changelog", "kv_eth_if", "kv_eth_rx", "kv_eth_tx"]
 HASH_SEED = 0x70796E712D6B7631
 MHZ = 300
 LATENCY_TARGET = 64

@@ -9,7 +9,8 @@ The engine's behaviour is specified in docs/engine.md.
 """
 
 from .backend import Backend, DelStatus, MatchKind, SetStatus, available_backends, register_backend
-from .engine import KVEngine, LookupBatch, LookupResult, MsetReport, Occupancy
+from .changelog import ChangelogStats
+from .engine import Change, KVEngine, LookupBatch, LookupResult, MsetReport, Occupancy
 from .errors import (
     CommandError,
     GeometryError,
@@ -49,7 +50,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "Backend", "CommandError", "DelStatus", "EngineOptions", "FieldLayout", "Frontend", "Geometry",
+    "Backend", "Change", "ChangelogStats", "CommandError", "DelStatus", "EngineOptions", "FieldLayout", "Frontend", "Geometry",
     "GeometryError", "InvalidRule", "KVEngine", "KVError", "KVOverlay", "KeyFormat",
     "KeyFormatError", "KeyTooLong", "LookupBatch", "LookupResult", "ManifestError", "MatchKind",
     "MsetReport", "Occupancy", "OverlayError", "OverlayNotBuilt", "Rule", "RuleTableFull",

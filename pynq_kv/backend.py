@@ -15,6 +15,8 @@ from typing import Callable, NamedTuple, Union
 import numpy as np
 
 from . import regmap
+from .changelog import ChangelogStats, RawChange
+from .errors import KVError
 from .geometry import Geometry
 
 
@@ -133,6 +135,27 @@ class Backend(ABC):
     @abstractmethod
     def read_rule_hits(self, entry: int) -> int:
         """rule_hit[entry]."""
+
+    # -- the data-plane port and its change log (§10) --------------------------------
+    def data_plane_set_batch(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """SET as the Ethernet front-end sends it: applied like set_batch, and logged."""
+        raise KVError(f"the {self.name} backend's data plane is its Ethernet port: send it frames")
+
+    def data_plane_delete_batch(self, keys: np.ndarray) -> np.ndarray:
+        """DEL as the Ethernet front-end sends it: applied like delete_batch, and logged."""
+        raise KVError(f"the {self.name} backend's data plane is its Ethernet port: send it frames")
+
+    def drain_changes(self, max_records: int) -> list[RawChange]:
+        """Up to max_records change-log records, oldest first, removed from the log.
+        A backend without a change log has none."""
+        return []
+
+    def changelog_stats(self) -> ChangelogStats:
+        """The change log's depth, level, drops and overflow flag (depth 0: no log)."""
+        return ChangelogStats(depth=0, level=0, dropped=0, overflowed=False)
+
+    def clear_changelog_overflow(self) -> None:
+        """Clear the sticky overflow flag (after the host has resynchronized)."""
 
     # -- conveniences with generic implementations; fast backends override -------------
     def counters(self) -> dict[str, int]:

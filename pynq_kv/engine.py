@@ -17,6 +17,7 @@ from typing import Any, Iterator, Mapping, Sequence, Union
 import numpy as np
 
 from .atomic import atomic_write
+from .changelog import ChangelogStats, ChangeOp, RawChange
 from .backend import (
     Backend,
     DelStatus,
@@ -36,6 +37,7 @@ from .errors import (
     UnknownRule,
     ValueFormatError,
 )
+from .dataplane import DataPlanePort
 from .geometry import Geometry
 from .hashing import candidate_rows
 from .keys import VALUE_KINDS, KeyFormat, KeyLike, ValueFormat, ValueLike, ints_to_raw, raw_to_ints
@@ -105,6 +107,24 @@ class Snapshot:
     keys: np.ndarray
     values: np.ndarray
     origin: str = "snapshot"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One data-plane mutation from the change log (§10), decoded for the host tier.
+
+    op is "set" or "delete"; status the engine's answer ("INSERTED", "INSERTED_STASH",
+    "UPDATED"; "DELETED", "NOT_FOUND": a DEL is logged whether or not the engine held the key);
+    key and value as KVEngine's get() shows them (value None for a delete); raw the record as
+    the engine keeps it (raw key and value bytes).
+    """
+
+    seq: int
+    op: str
+    status: str
+    key: Union[bytes, int]
+    value: Union[bytes, int, None]
+    raw: RawChange
 
 
 @dataclass
@@ -540,6 +560,40 @@ class KVEngine:
             "rule_entries_used": int((self._entry_owner >= 0).sum()),
             "counters": self.backend.counters(),
         }
+
+    # -- data plane and change log (§10) ---------------------------------------------------
+    def data_plane(self) -> "KVEngine":
+        """This engine as the Ethernet front-end reaches it: its SETs and DELs go to the
+        backend's data-plane port and into the change log; no relocation (the RTL data plane
+        has none). Only a backend that models the port (the model) takes them; on the RTL and
+        on boards the data plane is the Ethernet port itself."""
+        return KVEngine(DataPlanePort(self.backend), value_kind=self.value_kind, relocation=False)
+
+    def drain_changes(self, max_records: int = 1024) -> list[Change]:
+        """Up to max_records data-plane mutations from the change log, oldest first, removed
+        from it. Sequence numbers are consecutive over every mutation, so a jump from one record
+        to the next is the number of records dropped by an overflow in between
+        (changelog_stats() says whether any were). Empty on an engine without a data plane."""
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 0:
+            raise ValueError(f"max_records must be a non-negative integer, got {max_records!r}")
+        out = []
+        for raw in self.backend.drain_changes(max_records):
+            if raw.op == ChangeOp.DELETE:
+                out.append(Change(raw.seq, "delete", DelStatus(raw.status).name, self.decode_key(raw.key),
+                                  None, raw))
+            else:
+                out.append(Change(raw.seq, "set", SetStatus(raw.status).name, self.decode_key(raw.key),
+                                  self.decode_value(raw.value), raw))
+        return out
+
+    def changelog_stats(self) -> ChangelogStats:
+        """The change log's depth (0: no data plane), level, dropped records since reset and
+        the sticky overflow flag (set: records were lost, the host must resynchronize)."""
+        return self.backend.changelog_stats()
+
+    def clear_changelog_overflow(self) -> None:
+        """Clear the overflow flag once the host has resynchronized."""
+        self.backend.clear_changelog_overflow()
 
     # -- snapshots -----------------------------------------------------------------------
     def snapshot(self) -> Snapshot:

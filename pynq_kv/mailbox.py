@@ -14,6 +14,7 @@ import numpy as np
 
 from . import regcodec
 from . import regmap as rm
+from .changelog import ChangelogStats, ChangeOp, RawChange
 from .backend import (
     COUNTER_NAMES,
     Backend,
@@ -80,6 +81,7 @@ class MailboxBackend(Backend):
         self._key_words = -(-g.key_width // 32)  # 144-bit keys take 5 words, the last one half used
         self._value_words = g.value_width // 32
         self._written: dict[int, int] = {}  # last value written to each request register
+        self._changelog: bool | None = None  # whether CL_DEPTH > 0, read on first use
 
     # -- mailbox -------------------------------------------------------------------------
     def _put(self, offset: int, value: int) -> None:
@@ -210,6 +212,28 @@ class MailboxBackend(Backend):
         self._command(rm.OP_READ_RULE_HITS, entry=_field(entry, rm.REQ_ENTRY_W))
         return self._get_words(rm.REG_RSP_DATA_LO, 2)
 
+    # -- change log (§10): the CL_* registers; none before register map 1.1 ------------
+    def _has_changelog(self) -> bool:
+        if self._changelog is None:
+            minor = self.regs.read32(rm.REG_VERSION) & 0xFFFF
+            self._changelog = minor >= 1 and self.regs.read32(rm.REG_CL_DEPTH) > 0
+        return self._changelog
+
+    def drain_changes(self, max_records: int) -> list[RawChange]:
+        if not self._has_changelog():
+            return []
+        g = self.geometry
+        return read_changes(self.regs, g.key_width, g.value_width, max_records)
+
+    def changelog_stats(self) -> ChangelogStats:
+        if not self._has_changelog():
+            return super().changelog_stats()
+        return read_changelog_stats(self.regs)
+
+    def clear_changelog_overflow(self) -> None:
+        if self._has_changelog():
+            self.regs.write32(rm.REG_CL_CTRL, rm.CL_CTRL_CLR_OVERFLOW)
+
     def counters(self) -> dict[str, int]:
         """All counters from the CSR counter block (LO then HI: an atomic 64-bit read each)."""
         out = {}
@@ -217,6 +241,43 @@ class MailboxBackend(Backend):
             low = self.regs.read32(rm.REG_COUNTER + 8 * counter_id)
             out[name] = low | self.regs.read32(rm.REG_COUNTER + 8 * counter_id + 4) << 32
         return out
+
+
+def read_changelog_stats(regs: RegisterAccess) -> ChangelogStats:
+    """The log's state through CL_DEPTH, CL_LEVEL, CL_DROPPED (LO then HI) and CL_STATUS."""
+    depth = regs.read32(rm.REG_CL_DEPTH)
+    level = regs.read32(rm.REG_CL_LEVEL)
+    dropped = regs.read32(rm.REG_CL_DROPPED_LO)
+    dropped |= regs.read32(rm.REG_CL_DROPPED_HI) << 32
+    overflowed = bool(regs.read32(rm.REG_CL_STATUS) & rm.CL_STATUS_OVERFLOWED)
+    return ChangelogStats(depth, level, dropped, overflowed)
+
+
+def read_changes(regs: RegisterAccess, key_width: int, value_width: int, max_records: int) -> list[RawChange]:
+    """Drain up to max_records records through the CL_* registers, oldest first.
+
+    Per record: CL_STATUS (stop when VALID is 0), CL_SEQ_LO/HI, ceil(KEY_W/32) CL_KEY words,
+    VALUE_W/32 CL_VALUE words for a SET (a DELETE's value is zero), then CL_CTRL.POP — the next
+    record is at the head one clock cycle after the POP, before any further read can arrive.
+    """
+    key_words = -(-key_width // 32)
+    value_words = value_width // 32
+    out: list[RawChange] = []
+    while len(out) < max_records:
+        status = regs.read32(rm.REG_CL_STATUS)
+        if not status & rm.CL_STATUS_VALID:
+            break
+        op = ChangeOp((status & rm.CL_STATUS_DELETE) >> rm.CL_STATUS_DELETE_SHIFT)
+        code = (status & rm.CL_STATUS_REC_STATUS) >> rm.CL_STATUS_REC_STATUS_SHIFT
+        seq = regs.read32(rm.REG_CL_SEQ_LO) | regs.read32(rm.REG_CL_SEQ_HI) << 32
+        key = regcodec.from_words(regs.read32(rm.REG_CL_KEY + 4 * i) for i in range(key_words))
+        value = 0
+        if op == ChangeOp.SET:
+            value = regcodec.from_words(regs.read32(rm.REG_CL_VALUE + 4 * i) for i in range(value_words))
+        regs.write32(rm.REG_CL_CTRL, rm.CL_CTRL_POP)
+        out.append(RawChange(seq, op, code, key.to_bytes(key_width // 8, "big"),
+                             value.to_bytes(value_width // 8, "big")))
+    return out
 
 
 def _field(value: int, width: int) -> int:

@@ -59,7 +59,7 @@ def manifest_path(board: str, overlays: Optional[PathLike] = None) -> Path:
 
 
 def regmap_version() -> str:
-    """The register-map version this package speaks, as manifests write it ("1.0")."""
+    """The register-map version this package speaks, as manifests write it ("1.1")."""
     return f"{rm.VERSION_MAJOR}.{rm.VERSION_MINOR}"
 
 

@@ -32,6 +32,7 @@ from .backend import (
     SetStatus,
     SlotBatch,
 )
+from .changelog import DEFAULT_DEPTH, ChangelogStats, ChangeLog, ChangeOp, RawChange, logged
 from .errors import CommandError
 from .geometry import Geometry
 from .hashing import MASK64, hash_keys
@@ -81,8 +82,9 @@ class ModelBackend(Backend):
 
     name = "model"
 
-    def __init__(self, geometry: Geometry) -> None:
+    def __init__(self, geometry: Geometry, changelog_depth: int = DEFAULT_DEPTH) -> None:
         super().__init__(geometry)
+        self.changelog = ChangeLog(changelog_depth)  # the data-plane port's log (§10)
         g = geometry
         self._kdt = _word_dtype(g.key_bytes)
         self._vdt = _word_dtype(g.value_bytes)
@@ -423,6 +425,32 @@ class ModelBackend(Backend):
             self._count("delete_misses", len(part) - deleted)
             self._count("occupancy", -len(slots))
         return status
+
+    # -- data-plane port and change log (§10) ---------------------------------------------
+    def data_plane_set_batch(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+        status = self.set_batch(keys, values)
+        self._log(ChangeOp.SET, status, keys, values)
+        return status
+
+    def data_plane_delete_batch(self, keys: np.ndarray) -> np.ndarray:
+        status = self.delete_batch(keys)
+        self._log(ChangeOp.DELETE, status, keys, np.zeros((len(keys), self.geometry.value_bytes), np.uint8))
+        return status
+
+    def _log(self, op: ChangeOp, status: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+        """Record a batch's mutations in batch order (§7: the batch is its operations in order)."""
+        for code, key, value in zip(status.tolist(), keys, values):
+            if logged(op, code):
+                self.changelog.record(op, code, key.tobytes(), value.tobytes())
+
+    def drain_changes(self, max_records: int) -> list[RawChange]:
+        return self.changelog.drain(max_records)
+
+    def changelog_stats(self) -> ChangelogStats:
+        return self.changelog.stats()
+
+    def clear_changelog_overflow(self) -> None:
+        self.changelog.clear_overflow()
 
     # -- control -------------------------------------------------------------------------
     def _slot_number(self, bank: int, index: int) -> int:

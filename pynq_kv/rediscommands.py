@@ -78,7 +78,7 @@ def _pairs(flat: Any) -> dict:
 
 
 class _Info:
-    __slots__ = ("writes", "specs", "everything", "blocking")
+    __slots__ = ("writes", "specs", "everything", "blocking", "single")
 
     def __init__(self, entry: list) -> None:
         flags = set(entry[2])
@@ -98,6 +98,13 @@ class _Info:
             self.specs.append(_Spec(spec))
         if self.writes and not specs:
             self.everything = True  # a write that names no keys (FLUSHALL, SWAPDB)
+        # Most writes change one key at a fixed place (SET, INCR, LPUSH, HSET): found at once.
+        self.single = 0
+        if len(self.specs) == 1 and not self.everything:
+            spec = self.specs[0]
+            if (spec.begin == b"index" and spec.find == b"range"
+                    and spec.find_args[b"lastkey"] == 0 and spec.begin_arg[b"index"] > 0):
+                self.single = spec.begin_arg[b"index"]
 
 
 class CommandSpecs:
@@ -105,18 +112,20 @@ class CommandSpecs:
 
     def __init__(self, reply: list) -> None:
         self._info: dict[bytes, _Info] = {}
+        self._containers: set[bytes] = set()  # commands with subcommands (CLIENT, XGROUP, ...)
         for entry in reply:
             name = entry[0].lower()
             self._info[name] = _Info(entry)
             for sub in entry[9] if len(entry) > 9 else []:
                 self._info[sub[0].lower()] = _Info(sub)
+                self._containers.add(name)
 
     def __len__(self) -> int:
         return len(self._info)
 
     def _find(self, args: Sequence[bytes]) -> Optional[_Info]:
         name = args[0].lower()
-        if len(args) > 1:
+        if name in self._containers and len(args) > 1:
             sub = self._info.get(name + b"|" + args[1].lower())
             if sub is not None:
                 return sub
@@ -124,6 +133,17 @@ class CommandSpecs:
 
     def known(self, name: bytes) -> bool:
         return name.lower() in self._info
+
+    def plain_key(self, name: bytes) -> Optional[int]:
+        """For a command that is no container: 0 if it writes nothing, the index of the one key
+        it writes if that is all it writes, else None (a write of several or unknown keys)."""
+        name = name.lower()
+        info = self._info.get(name)
+        if info is None or name in self._containers:
+            return None
+        if not info.writes:
+            return 0
+        return info.single or None
 
     def blocking(self, args: Sequence[bytes]) -> bool:
         """Whether the command may block its connection (BLPOP, XREAD BLOCK, ...)."""
@@ -136,6 +156,8 @@ class CommandSpecs:
         info = self._find(args)
         if info is None or not info.writes:
             return None
+        if info.single:
+            return [args[info.single]] if len(args) > info.single else []
         if info.everything:
             return ALL
         keys: list[bytes] = []

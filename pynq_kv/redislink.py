@@ -33,12 +33,7 @@ class ProtocolError(Exception):
 
 def encode_command(args: Sequence[bytes]) -> bytes:
     """A command as a RESP array of bulk strings (what every client library sends)."""
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        parts.append(b"$%d\r\n" % len(arg))
-        parts.append(arg)
-        parts.append(b"\r\n")
-    return b"".join(parts)
+    return b"*%d\r\n" % len(args) + b"".join([b"$%d\r\n%s\r\n" % (len(a), a) for a in args])
 
 
 def reply_end(buf: bytes, pos: int) -> int:
@@ -141,6 +136,16 @@ class Link(asyncio.Protocol):
             return
         self.out.append(payload)
         self.handlers.append(handler)
+        self._schedule()
+
+    def send_many(self, payload: bytes, count: int, handler: Handler) -> None:
+        """Queue count requests written back to back in payload; each reply goes to handler."""
+        if self.closed:
+            for _ in range(count):
+                handler(b"-ERR host tier connection closed\r\n")
+            return
+        self.out.append(payload)
+        self.handlers.extend([handler] * count)
         self._schedule()
 
     def send_raw(self, payload: bytes) -> None:

@@ -143,6 +143,7 @@ class Tier:
         self._limits: Optional[Limits] = None
         self._doomed: list[bytes] = []  # invalidated keys not deleted from the engine yet
         self.listeners: list[Callable[[], None]] = []  # told when the engine was emptied
+        self.drain: Any = None  # the change log's drain (writeback.ChangeDrain), with a data plane
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -281,6 +282,15 @@ class Tier:
         self._doomed.extend(keys)
         self.stats.invalidated_keys += len(keys)
 
+    def shield(self, keys: Sequence[bytes]) -> None:
+        """These keys' values in the engine are being written to Redis by pynq-kv itself (the
+        change log's drain): fills asked for before now are discarded, the engine keeps them."""
+        self.epoch += 1
+        if self.tickets:
+            epoch = self.epoch
+            for key in keys:
+                self.dirty[key] = epoch
+
     def apply_invalidations(self) -> None:
         """Delete from the engine the keys invalidated since the last call (readers of the
         engine call this first; it also runs at the end of the loop turn that invalidated)."""
@@ -323,8 +333,12 @@ class Tier:
 
     def ticket(self) -> int:
         """Before sending a request whose answer may fill the engine: its ticket."""
-        self.tickets += 1
-        self.stats.fills_requested += 1
+        return self.tickets_for(1)
+
+    def tickets_for(self, count: int) -> int:
+        """ticket() for count requests sent together (each is settled on its own)."""
+        self.tickets += count
+        self.stats.fills_requested += count
         return self.epoch
 
     def settle(self, ticket: int, key: Optional[bytes] = None, value: Optional[bytes] = None) -> None:
@@ -411,6 +425,7 @@ class Tier:
             "hosttier_links_lost": s.links_lost,
             "hosttier_reconnects": s.reconnects,
             "hosttier_dedicated_links": len(self._dedicated),
+            **(self.drain.stats() if self.drain is not None else {}),
         }
 
     # -- awaitable reads and writes for the front-ends that are not RESP (memcached, admin API) --

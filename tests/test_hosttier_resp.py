@@ -189,7 +189,38 @@ def long_keys(r: redis.Redis) -> list:
             r.get(key), r.set("short", value), r.get("short")]
 
 
-@pytest.mark.parametrize("scenario", [strings, data_types, wrong_type_get, transactions, expiry,
+def pipelined_blocks(r: redis.Redis) -> list:
+    """Runs of one command, pipelined: they reach the server as blocks (forward.py sends a block
+    to Redis whole); an error in the middle of one, and a key the engine holds written by one."""
+    r.set("b:str", "text")
+    r.set("b:other", "text")
+    time.sleep(0.05)  # (pynq-kv: the SET's fill is in the engine)
+    r.get("b:str")
+    pipe = r.pipeline(transaction=False)
+    for i in range(20):
+        pipe.incr(f"b:n{i % 3}")
+    pipe.incr("b:other")  # an error inside the run
+    for i in range(20):
+        pipe.lpush("b:l", i)
+    for i in range(20):
+        pipe.lrange("b:l", 0, 2)
+    out = [str(x) if isinstance(x, Exception) else x for x in pipe.execute(raise_on_error=False)]
+    pipe = r.pipeline(transaction=False)
+    for i in range(5):  # a run at the start of what the server reads: one block
+        pipe.append("b:str", "+")
+    pipe.get("b:str")  # in the same read: the engine must not answer the old value
+    out += pipe.execute()
+    pipe = r.pipeline(transaction=False)
+    for i in range(12):  # a block of plain SETs (one length, nothing after: the parser makes
+        pipe.set(f"b:s{i % 4}", f"v{i:02d}")  # one block of them), then reads of what they wrote
+    out += pipe.execute()
+    out.append(r.mget([f"b:s{i}" for i in range(4)]))
+    time.sleep(0.05)  # (pynq-kv: the fills are in the engine)
+    out.append(r.mget([f"b:s{i}" for i in range(4)]))
+    return out + [r.get("b:str"), r.mget("b:n0", "b:n1", "b:n2")]
+
+
+@pytest.mark.parametrize("scenario", [pipelined_blocks, strings, data_types, wrong_type_get, transactions, expiry,
                                       keyspace, scripts, flushes, long_keys])
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_same_replies_as_redis(servers: Any, clients: Any, scenario: Scenario,
@@ -372,3 +403,29 @@ def test_reset_and_client_reply_behave_as_on_redis(servers: Any, clients: Any) -
         outputs.append(data[data.index(b"+QUEUED"):])  # (HELLO's reply names the server)
     assert outputs[0] == outputs[1]
     assert outputs[0].endswith(b"+RESET\r\n$-1\r\n$1\r\n2\r\n+OK\r\n$1\r\n3\r\n$3\r\nEND\r\n")
+
+
+def test_a_clients_own_tracking_gets_redis_pushes(servers: Any, clients: Any) -> None:
+    """CLIENT TRACKING of a RESP3 client (its own connection to Redis): another client's write
+    reaches it as Redis' invalidation push, byte for byte as from redis-server."""
+    pynq, _, reference = servers
+    pushes = []
+    for port in (pynq.port, reference.port):
+        other = clients(port)
+        other.set("tracked", "1")
+        with socket.create_connection((HOST, port), timeout=5) as sock:
+            sock.sendall(encode_command("HELLO", "3") + encode_command("CLIENT", "TRACKING", "ON")
+                         + encode_command("GET", "tracked") + encode_command("ECHO", "READY"))
+            data = b""
+            while not data.endswith(b"$5\r\nREADY\r\n"):
+                piece = sock.recv(65536)
+                assert piece
+                data += piece
+            other.set("tracked", "2")
+            push = b""
+            while not push.endswith(b"$7\r\ntracked\r\n"):
+                piece = sock.recv(65536)
+                assert piece
+                push += piece
+        pushes.append(push)
+    assert pushes[0] == pushes[1] == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$7\r\ntracked\r\n"

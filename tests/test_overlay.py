@@ -80,7 +80,7 @@ def test_nothing_present_opens_the_model_and_says_so_in_one_line(caplog):
         assert ov.engine.geometry.rows == 64 and ov.engine.value_kind == "int"
         assert ov.manifest["clock"] == {"mhz": 300.0, "assumed": True,
                                         "source": ov.manifest["clock"]["source"]}
-        assert ov.manifest["geometry"]["ROWS"] == 64 and ov.manifest["regmap_version"] == "1.0"
+        assert ov.manifest["geometry"]["ROWS"] == 64 and ov.manifest["regmap_version"] == "1.1"
         ov.engine.set(b"k", 7)
         assert ov.engine.get(b"k") == 7 and ov.engine.stats()["inserts"] == 1
         info = ov.info()
@@ -224,7 +224,7 @@ def test_pynq_wrong_register_map_version_is_refused_before_loading(tmp_path, pyn
     with pytest.raises(ManifestError) as err:
         pynq_kv.load("kr260", overlays=root)
     assert str(root / "kr260" / "manifest.json") in str(err.value)
-    assert "2.0" in str(err.value) and "1.0" in str(err.value)
+    assert "2.0" in str(err.value) and "1.1" in str(err.value)
     assert pynq_board["calls"] == []
 
 
@@ -423,9 +423,9 @@ def test_xclbin_without_the_kernel_is_refused_before_the_card_is_opened(tmp_path
 def test_hardware_register_map_version_mismatch_closes_the_card(tmp_path, alveo, closed):
     root = overlays(tmp_path, "u55c", files=("kv.xclbin",))
     regs = CsrDouble(SMALL)
-    regs.regs[rm.REG_VERSION] = 0x0001_0007  # 1.7: the mailbox speaks it, the manifest says 1.0
+    regs.regs[rm.REG_VERSION] = 0x0001_0007  # 1.7: the mailbox speaks it, the manifest says 1.1
     alveo(regs)
-    with pytest.raises(ManifestError, match="register map 1.7, its manifest says 1.0"):
+    with pytest.raises(ManifestError, match="register map 1.7, its manifest says 1.1"):
         pynq_kv.load("u55c", overlays=root)
     assert closed == ["kv_krnl:{kv_krnl_1}"] and regs.commands == 0
 

@@ -202,4 +202,7 @@ def test_store_file_settings_and_refusals(tmp_path: Path) -> None:
     for flags, message in refusals:
         with pytest.raises(ConfigError, match=message):
             build_config({}, flags)
-    assert build_config({}, {"state": tmp_path / "s.npz"}).store == "none"  # --state stays as it was
+    # A state file asks for memory-only mode, whatever the default store is.
+    assert build_config({}, {"state": tmp_path / "s.npz"}).store == "none"
+    with pytest.raises(ConfigError, match="--state is a snapshot file"):
+        build_config({}, {"state": tmp_path / "s.npz", "data_dir": tmp_path / "d"})

@@ -37,6 +37,11 @@ pynq-kv: AXI4-Lite control/status registers and command mailbox
  * ERR_UNEXPECTED_RSP.  CTRL.CLR_ERR clears them; CTRL.ABORT stops waiting for
  * a response (only once the request has been accepted).
  *
+ * Change log (engine.md §10, CL_* registers): the head record of
+ * kv_changelog (CL_STATUS, CL_SEQ_*, CL_KEY, CL_VALUE), its level, depth and
+ * drop count; CL_CTRL.POP and CL_CTRL.CLR_OVERFLOW leave as one-cycle
+ * strobes.  CL_DROPPED_LO latches bits 63:32 for CL_DROPPED_HI.
+ *
  * Counters: COUNTER word 2c is bits 31:0 of counters[64c +: 64]; reading it
  * latches bits 63:32 into counter c's shadow, which word 2c+1 returns, so
  * reading LO then HI gives one atomic 64-bit value.
@@ -75,7 +80,10 @@ module kv_csr #
     // Response tdata width: leave at the default, must equal KV_RSP_W of kv_regs.vh (checked)
     parameter RSP_W = 118 + 2*KEY_W + VALUE_W,
     // Number of 64-bit counters on `counters`: must equal KV_NUM_COUNTERS (checked)
-    parameter NUM_COUNTERS = 11
+    parameter NUM_COUNTERS = 11,
+    // Change log capacity in records (reported in CL_DEPTH; 0: no change log, the cl_*
+    // inputs are then tied to 0): 0 to 65536
+    parameter CHANGELOG_DEPTH = 0
 )
 (
     input  wire                      clk,
@@ -123,7 +131,23 @@ module kv_csr #
     /*
      * Engine counters, counter c (engine.md §6 id) at counters[64*c +: 64]
      */
-    input  wire [NUM_COUNTERS*64-1:0] counters
+    input  wire [NUM_COUNTERS*64-1:0] counters,
+
+    /*
+     * Change log (kv_changelog, engine.md §10): head record, level, drops; pop
+     * and clear_overflow are one-cycle strobes from CL_CTRL writes
+     */
+    input  wire                      cl_valid,
+    input  wire [63:0]               cl_seq,
+    input  wire                      cl_del,
+    input  wire [3:0]                cl_status,
+    input  wire [KEY_W-1:0]          cl_key,
+    input  wire [VALUE_W-1:0]        cl_value,
+    input  wire [31:0]               cl_level,
+    input  wire [63:0]               cl_dropped,
+    input  wire                      cl_overflowed,
+    output wire                      cl_pop,
+    output wire                      cl_clear_overflow
 );
 
 `include "kv_regs.vh"
@@ -182,6 +206,14 @@ initial begin
         $error("Error: NUM_COUNTERS must be KV_NUM_COUNTERS of kv_regs.vh (instance %m)");
         $finish;
     end
+    if (CHANGELOG_DEPTH < 0 || CHANGELOG_DEPTH > 65536) begin
+        $error("Error: CHANGELOG_DEPTH must be 0 to 65536 (instance %m)");
+        $finish;
+    end
+    if (KV_REG_CL_KEY_SIZE != KV_REG_REQ_KEY_SIZE || KV_REG_CL_VALUE_SIZE != KV_REG_REQ_VALUE_SIZE) begin
+        $error("Error: CL_KEY/CL_VALUE must have the sizes of REQ_KEY/REQ_VALUE (instance %m)");
+        $finish;
+    end
 end
 
 // byte-strobe merge of a write into a register's old value
@@ -226,6 +258,20 @@ reg err_req_locked_reg;
 reg err_unexpected_rsp_reg;
 reg err_bad_addr_reg;
 reg [NUM_COUNTERS*32-1:0] cnt_shadow_reg;    // HI word shadow of counter c at [32*c +: 32]
+reg [31:0] cl_dropped_shadow_reg;           // CL_DROPPED_HI as latched by a CL_DROPPED_LO read
+
+// the change log's inputs, constant 0 without a log (CHANGELOG_DEPTH = 0), so that its read
+// multiplexer folds away in an engine without a data plane even when kept as its own module
+localparam CL_ON = CHANGELOG_DEPTH != 0;
+wire cl_valid_on = CL_ON && cl_valid;
+wire [63:0] cl_seq_on = cl_seq & {64{CL_ON}};
+wire cl_del_on = CL_ON && cl_del;
+wire [3:0] cl_status_on = cl_status & {4{CL_ON}};
+wire [KEY_W-1:0] cl_key_on = cl_key & {KEY_W{CL_ON}};
+wire [VALUE_W-1:0] cl_value_on = cl_value & {VALUE_W{CL_ON}};
+wire [31:0] cl_level_on = cl_level & {32{CL_ON}};
+wire [63:0] cl_dropped_on = cl_dropped & {64{CL_ON}};
+wire cl_overflowed_on = CL_ON && cl_overflowed;
 
 // request tdata in the generated stream layout; response fields for reading
 wire [KEY_PAD-1:0] rsp_key;
@@ -240,6 +286,14 @@ generate
     end
 endgenerate
 wire [VALUE_W-1:0] rsp_value = rsp_reg[KV_RSP_VALUE_LSB +: KV_RSP_VALUE_W];
+wire [KEY_PAD-1:0] cl_key_pad;
+generate
+    if (KEY_PAD > KEY_W) begin : cl_key_padded
+        assign cl_key_pad = {{(KEY_PAD-KEY_W){1'b0}}, cl_key_on};
+    end else begin : cl_key_full
+        assign cl_key_pad = cl_key_on;
+    end
+endgenerate
 
 assign m_axis_req_tdata[KV_REQ_OP_LSB +: KV_REQ_OP_W] = req_op_reg;
 assign m_axis_req_tdata[KV_REQ_FLAG_LSB +: KV_REQ_FLAG_W] = req_flag_reg;
@@ -332,6 +386,16 @@ always @* begin
     status_word[KV_STATUS_ERR_BAD_ADDR] = err_bad_addr_reg;
 end
 
+// CL_STATUS register
+reg [31:0] cl_status_word;
+always @* begin
+    cl_status_word = 32'd0;
+    cl_status_word[KV_CL_STATUS_VALID] = cl_valid_on;
+    cl_status_word[KV_CL_STATUS_OVERFLOWED] = cl_overflowed_on;
+    cl_status_word[KV_CL_STATUS_DELETE] = cl_del_on;
+    cl_status_word[KV_CL_STATUS_REC_STATUS +: KV_CL_STATUS_REC_STATUS_W] = cl_status_on;
+end
+
 // array decode of an address: region match and word index
 wire [KEY_IB-1:0] rd_kidx = raddr[2 +: KEY_IB];
 wire [VALUE_IB-1:0] rd_vidx = raddr[2 +: VALUE_IB];
@@ -355,11 +419,14 @@ wire [31:0] wr_vidx32 = {{(32-VALUE_IB){1'b0}}, wr_vidx};
 // word selects as AND-OR trees (maps to LUTs far better than variable part-selects)
 reg [31:0] rd_req_key, rd_req_mask, rd_rsp_key, rd_rsp_mask, rd_req_value, rd_rsp_value;
 reg [31:0] rd_cnt_lo_word, rd_cnt_hi_word, rd_cnt_shadow_word;
+reg [31:0] rd_cl_key, rd_cl_value;
 reg [31:0] wr_req_key, wr_req_mask, wr_req_value;
 integer k;
 always @* begin
     rd_req_key = 32'd0;
     rd_req_mask = 32'd0;
+    rd_cl_key = 32'd0;
+    rd_cl_value = 32'd0;
     rd_rsp_key = 32'd0;
     rd_rsp_mask = 32'd0;
     wr_req_key = 32'd0;
@@ -369,6 +436,7 @@ always @* begin
         rd_req_mask = rd_req_mask | (req_mask_reg[32*k +: 32] & {32{rd_kidx32 == k}});
         rd_rsp_key = rd_rsp_key | (rsp_key[32*k +: 32] & {32{rd_kidx32 == k}});
         rd_rsp_mask = rd_rsp_mask | (rsp_mask[32*k +: 32] & {32{rd_kidx32 == k}});
+        rd_cl_key = rd_cl_key | (cl_key_pad[32*k +: 32] & {32{rd_kidx32 == k}});
         wr_req_key = wr_req_key | (req_key_reg[32*k +: 32] & {32{wr_kidx32 == k}});
         wr_req_mask = wr_req_mask | (req_mask_reg[32*k +: 32] & {32{wr_kidx32 == k}});
     end
@@ -378,6 +446,7 @@ always @* begin
     for (k = 0; k < VALUE_WORDS; k = k + 1) begin
         rd_req_value = rd_req_value | (req_value_reg[32*k +: 32] & {32{rd_vidx32 == k}});
         rd_rsp_value = rd_rsp_value | (rsp_value[32*k +: 32] & {32{rd_vidx32 == k}});
+        rd_cl_value = rd_cl_value | (cl_value_on[32*k +: 32] & {32{rd_vidx32 == k}});
         wr_req_value = wr_req_value | (req_value_reg[32*k +: 32] & {32{wr_vidx32 == k}});
     end
     rd_cnt_lo_word = 32'd0;
@@ -400,11 +469,13 @@ endfunction
  * read decode: data and OKAY/SLVERR of the register at raddr
  */
 reg rd_cnt_lo;                 // reading a counter's LO word: latch its HI word
+reg rd_cl_dropped_lo;          // reading CL_DROPPED_LO: latch CL_DROPPED_HI
 
 always @* begin
     rd_data = 32'd0;
     rd_ok = 1'b1;
     rd_cnt_lo = 1'b0;
+    rd_cl_dropped_lo = 1'b0;
     case (raddr)
         KV_REG_ID:           rd_data = KV_ID_MAGIC;
         KV_REG_VERSION:      rd_data = KV_VERSION;
@@ -438,6 +509,17 @@ always @* begin
         KV_REG_RSP_DATA_LO:  rd_data = rsp_reg[KV_RSP_DATA64_LSB +: 32];
         KV_REG_RSP_DATA_HI:  rd_data = rsp_reg[KV_RSP_DATA64_LSB + 32 +: 32];
         KV_REG_RSP_TAG:      rd_data[TAG_W-1:0] = rsp_tag_reg;
+        KV_REG_CL_CTRL:      rd_data = 32'd0;
+        KV_REG_CL_STATUS:    rd_data = cl_status_word;
+        KV_REG_CL_LEVEL:     rd_data = cl_level_on;
+        KV_REG_CL_DEPTH:     rd_data = CHANGELOG_DEPTH;
+        KV_REG_CL_SEQ_LO:    rd_data = cl_seq_on[31:0];
+        KV_REG_CL_SEQ_HI:    rd_data = cl_seq_on[63:32];
+        KV_REG_CL_DROPPED_LO: begin
+            rd_data = cl_dropped_on[31:0];
+            rd_cl_dropped_lo = 1'b1;
+        end
+        KV_REG_CL_DROPPED_HI: rd_data = cl_dropped_shadow_reg;
         default: begin
             rd_ok = 1'b0;
             if (in_array(raddr, KV_REG_REQ_KEY, KEY_IB) && rd_key_ok) begin
@@ -464,6 +546,14 @@ always @* begin
                 rd_ok = 1'b1;
                 rd_data = rd_rsp_value;
             end
+            if (in_array(raddr, KV_REG_CL_KEY, KEY_IB) && rd_key_ok) begin
+                rd_ok = 1'b1;
+                rd_data = rd_cl_key;
+            end
+            if (in_array(raddr, KV_REG_CL_VALUE, VALUE_IB) && rd_value_ok) begin
+                rd_ok = 1'b1;
+                rd_data = rd_cl_value;
+            end
             if (in_array(raddr, KV_REG_COUNTER, CNT_IB) && rd_cnt_ok) begin
                 rd_ok = 1'b1;
                 rd_cnt_lo = !rd_cidx[0];
@@ -489,7 +579,8 @@ localparam [3:0]
     WR_PRIO = 4'd9,
     WR_KEY = 4'd10,
     WR_MASK = 4'd11,
-    WR_VALUE = 4'd12;
+    WR_VALUE = 4'd12,
+    WR_CL_CTRL = 4'd13;
 
 reg [3:0] wr_sel;
 always @* begin
@@ -504,6 +595,7 @@ always @* begin
         KV_REG_REQ_INDEX2: wr_sel = WR_INDEX2;
         KV_REG_REQ_ENTRY:  wr_sel = WR_ENTRY;
         KV_REG_REQ_PRIO:   wr_sel = WR_PRIO;
+        KV_REG_CL_CTRL:    wr_sel = WR_CL_CTRL;
         default: begin
             if (in_array(waddr, KV_REG_REQ_KEY, KEY_IB) && wr_key_ok) begin
                 wr_sel = WR_KEY;
@@ -542,7 +634,8 @@ wire [31:0] wr_new = merge(wr_old, reg_wr_data, reg_wr_strb);
 localparam [KEY_PAD-1:0] KEY_BITS = {KEY_PAD{1'b1}} >> (KEY_PAD - KEY_W);
 
 wire wr_ctrl = wr_sel == WR_CTRL;
-wire wr_req_field = wr_sel != WR_NONE && !wr_ctrl;
+wire wr_cl_ctrl = wr_sel == WR_CL_CTRL;
+wire wr_req_field = wr_sel != WR_NONE && !wr_ctrl && !wr_cl_ctrl;
 // CTRL bits act on the bytes whose strobe is set
 wire [31:0] ctrl_bits = merge(32'd0, reg_wr_data, reg_wr_strb);
 wire go = wr_en && wr_ctrl && ctrl_bits[KV_CTRL_GO];
@@ -551,6 +644,8 @@ wire clr_err = wr_en && wr_ctrl && ctrl_bits[KV_CTRL_CLR_ERR];
 wire abort = wr_en && wr_ctrl && ctrl_bits[KV_CTRL_ABORT] && busy_reg && !req_valid_reg;
 wire req_locked = wr_en && wr_req_field && req_valid_reg;
 wire req_write = wr_en && wr_req_field && !req_valid_reg;
+assign cl_pop = wr_en && wr_cl_ctrl && ctrl_bits[KV_CL_CTRL_POP];
+assign cl_clear_overflow = wr_en && wr_cl_ctrl && ctrl_bits[KV_CL_CTRL_CLR_OVERFLOW];
 wire rsp_match = busy_reg && !req_valid_reg && s_axis_rsp_tuser == tag_reg;
 wire rsp_take = s_axis_rsp_tvalid && rsp_match;
 wire rsp_bad = s_axis_rsp_tvalid && !rsp_match;
@@ -584,6 +679,9 @@ always @(posedge clk) begin
             end
         end
     end
+    if (rd_en && rd_cl_dropped_lo) begin
+        cl_dropped_shadow_reg <= cl_dropped_on[63:32];
+    end
     if (rd_en && rd_cnt_lo) begin
         for (j = 0; j < NUM_COUNTERS; j = j + 1) begin
             if (rd_cnt32 == j) begin
@@ -604,6 +702,7 @@ always @(posedge clk) begin
         req_mask_reg <= {KEY_PAD{1'b0}};
         req_value_reg <= {VALUE_W{1'b0}};
         cnt_shadow_reg <= {NUM_COUNTERS*32{1'b0}};
+        cl_dropped_shadow_reg <= 32'd0;
     end
 end
 

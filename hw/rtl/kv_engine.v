@@ -147,7 +147,9 @@ module kv_engine #
     // Response tdata width: derived, do not override
     parameter RSP_W = 118 + 2*KEY_W + VALUE_W,
     // Number of 64-bit counters on stat_counters: must equal KV_NUM_COUNTERS (checked)
-    parameter NUM_COUNTERS = 11
+    parameter NUM_COUNTERS = 11,
+    // 1: drive the mutation port (log_*) for a change log; 0: no log, its outputs stay 0
+    parameter LOG_PORT = 1
 )
 (
     input  wire                 clk,
@@ -188,7 +190,22 @@ module kv_engine #
     /*
      * Counters of engine.md §6 for the CSR block, counter c at [64*c +: 64]
      */
-    output wire [NUM_COUNTERS*64-1:0] stat_counters
+    output wire [NUM_COUNTERS*64-1:0] stat_counters,
+
+    /*
+     * Mutations (engine.md §10): a one-cycle log_valid, registered, per SET
+     * that changed the table and per DEL (found or not), in execution
+     * order, registered at the clock edge that puts its response into the
+     * response FIFO, with the request's tag, key and value and the
+     * operation's status.  Never
+     * back-pressured: whoever keeps a log takes it or counts it lost.
+     */
+    output wire                 log_valid,
+    output wire                 log_del,
+    output wire [3:0]           log_status,
+    output wire [KEY_W-1:0]     log_key,
+    output wire [VALUE_W-1:0]   log_value,
+    output wire [TAG_W-1:0]     log_tag
 );
 
 function integer max2(input integer a, input integer b);
@@ -312,6 +329,10 @@ localparam [3:0] WAYS_C = WAYS;
 initial begin
     if (KEY_W != 144 && KEY_W != 288 && KEY_W != 576 && KEY_W != 1152) begin
         $error("Error: KEY_W must be 144, 288, 576 or 1152 (instance %m)");
+        $finish;
+    end
+    if (LOG_PORT != 0 && LOG_PORT != 1) begin
+        $error("Error: LOG_PORT must be 0 or 1 (instance %m)");
         $finish;
     end
     if (VALUE_W < 32 || VALUE_W > 512 || VALUE_W % 32 != 0) begin
@@ -1177,6 +1198,48 @@ function [FIFO_AW-1:0] ptr_inc(input [FIFO_AW-1:0] p);
         end
     end
 endfunction
+
+/*
+ * Mutation log port (registered at E+1), built only for a change log (LOG_PORT)
+ */
+generate
+    if (LOG_PORT) begin : log_port
+        reg               log_valid_reg;
+        reg               log_del_reg;
+        reg [3:0]         log_status_reg;
+        reg [KEY_W-1:0]   log_key_reg;
+        reg [VALUE_W-1:0] log_value_reg;
+        reg [TAG_W-1:0]   log_tag_reg;
+
+        assign log_valid = log_valid_reg;
+        assign log_del = log_del_reg;
+        assign log_status = log_status_reg;
+        assign log_key = log_key_reg;
+        assign log_value = log_value_reg;
+        assign log_tag = log_tag_reg;
+
+        always @(posedge clk) begin
+            log_valid_reg <= e_valid && ((e_op == OP_SET && r_status != ST_FULL) || e_op == OP_DEL);
+            if (e_valid) begin
+                log_del_reg <= e_op == OP_DEL;
+                log_status_reg <= r_status;
+                log_key_reg <= e_key;
+                log_value_reg <= e_value;
+                log_tag_reg <= e_tag;
+            end
+            if (rst) begin
+                log_valid_reg <= 1'b0;
+            end
+        end
+    end else begin : no_log_port
+        assign log_valid = 1'b0;
+        assign log_del = 1'b0;
+        assign log_status = 4'd0;
+        assign log_key = {KEY_W{1'b0}};
+        assign log_value = {VALUE_W{1'b0}};
+        assign log_tag = {TAG_W{1'b0}};
+    end
+endgenerate
 
 /*
  * Control response FIFO

@@ -31,6 +31,12 @@ with the Ethernet front-end)
  * arbiter with FE_PORT = 1).  The mailbox has one command in flight, so its
  * responses come back from one port at a time; should both be valid (only
  * after CTRL.ABORT) the request port's goes first.
+ *
+ * With FE_PORT = 1 and CHANGELOG_DEPTH > 0, kv_changelog keeps a record of
+ * every mutation the front-end's requests make (engine.md §10: a SET that
+ * changed the table, every DEL), taken from kv_engine's log port, for the
+ * host to drain through the CL_* registers of kv_csr.  The mailbox's own
+ * SETs and DELs are not logged: the host made them.
  */
 module kv_engine_top #
 (
@@ -67,7 +73,11 @@ module kv_engine_top #
     // Engine control-port response FIFO depth: >= 2
     parameter CTL_FIFO_DEPTH = 4,
     // 1: a second requester on s_axis_fe_req / m_axis_fe_rsp (kv_mc_arb); 0: none
-    parameter FE_PORT = 0
+    parameter FE_PORT = 0,
+    // Change log capacity in records (engine.md §10, kv_changelog, block RAM): 0 (none) or a
+    // power of two from 2 to 65536; only with FE_PORT = 1 (without a data plane there is
+    // nothing to log, and CL_DEPTH reads 0)
+    parameter CHANGELOG_DEPTH = 512
 )
 (
     input  wire                    clk,
@@ -114,6 +124,8 @@ localparam RSP_W = 118 + 2*KEY_W + VALUE_W;
 localparam NUM_COUNTERS = 11;
 // engine tag width: the arbiter adds the port bit
 localparam ENG_TAG_W = TAG_W + FE_PORT;
+// the change log exists with a data plane only
+localparam CL_DEPTH = FE_PORT ? CHANGELOG_DEPTH : 0;
 
 // kv_csr and kv_engine check their own parameters; this only adds what joins them
 initial begin
@@ -127,6 +139,11 @@ initial begin
     end
     if (FE_PORT == 1 && TAG_W > 31) begin
         $error("Error: TAG_W must be 1 to 31 with FE_PORT (instance %m)");
+        $finish;
+    end
+    if (CHANGELOG_DEPTH != 0 && (CHANGELOG_DEPTH < 2 || CHANGELOG_DEPTH > 65536 ||
+            (CHANGELOG_DEPTH & (CHANGELOG_DEPTH - 1)) != 0)) begin
+        $error("Error: CHANGELOG_DEPTH must be 0 or a power of two from 2 to 65536 (instance %m)");
         $finish;
     end
 end
@@ -168,6 +185,24 @@ wire [ENG_TAG_W-1:0]        eng_rsp_tuser;
 wire                        eng_rsp_tvalid;
 wire                        eng_rsp_tready;
 wire [NUM_COUNTERS*64-1:0]  counters;
+// the engine's mutation port, and the change log's head record and drain
+wire                        log_valid;
+wire                        log_del;
+wire [3:0]                  log_status;
+wire [KEY_W-1:0]            log_key;
+wire [VALUE_W-1:0]          log_value;
+wire [ENG_TAG_W-1:0]        log_tag;
+wire                        cl_valid;
+wire [63:0]                 cl_seq;
+wire                        cl_del;
+wire [3:0]                  cl_status;
+wire [KEY_W-1:0]            cl_key;
+wire [VALUE_W-1:0]          cl_value;
+wire [31:0]                 cl_level;
+wire [63:0]                 cl_dropped;
+wire                        cl_overflowed;
+wire                        cl_pop;
+wire                        cl_clear_overflow;
 
 kv_csr #(
     .KEY_W(KEY_W),
@@ -180,7 +215,8 @@ kv_csr #(
     .HASH_SEED(HASH_SEED),
     .TAG_W(TAG_W),
     .ADDR_WIDTH(ADDR_WIDTH),
-    .NUM_COUNTERS(NUM_COUNTERS)
+    .NUM_COUNTERS(NUM_COUNTERS),
+    .CHANGELOG_DEPTH(CL_DEPTH)
 )
 csr_inst (
     .clk(clk),
@@ -212,7 +248,18 @@ csr_inst (
     .s_axis_rsp_tuser(mbx_rsp_tuser),
     .s_axis_rsp_tvalid(mbx_rsp_tvalid),
     .s_axis_rsp_tready(mbx_rsp_tready),
-    .counters(counters)
+    .counters(counters),
+    .cl_valid(cl_valid),
+    .cl_seq(cl_seq),
+    .cl_del(cl_del),
+    .cl_status(cl_status),
+    .cl_key(cl_key),
+    .cl_value(cl_value),
+    .cl_level(cl_level),
+    .cl_dropped(cl_dropped),
+    .cl_overflowed(cl_overflowed),
+    .cl_pop(cl_pop),
+    .cl_clear_overflow(cl_clear_overflow)
 );
 
 // route each mailbox command to its engine port; merge the responses
@@ -303,7 +350,8 @@ kv_engine #(
     .RULE_SLOTS(RULE_SLOTS),
     .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH),
     .CTL_FIFO_DEPTH(CTL_FIFO_DEPTH),
-    .NUM_COUNTERS(NUM_COUNTERS)
+    .NUM_COUNTERS(NUM_COUNTERS),
+    .LOG_PORT(CL_DEPTH != 0)
 )
 engine_inst (
     .clk(clk),
@@ -324,8 +372,63 @@ engine_inst (
     .m_axis_ctl_rsp_tvalid(ctl_rsp_tvalid),
     .m_axis_ctl_rsp_tready(ctl_rsp_tready),
     .m_axis_ctl_rsp_tuser(ctl_rsp_tuser),
-    .stat_counters(counters)
+    .stat_counters(counters),
+    .log_valid(log_valid),
+    .log_del(log_del),
+    .log_status(log_status),
+    .log_key(log_key),
+    .log_value(log_value),
+    .log_tag(log_tag)
 );
+
+/*
+ * Change log of the data plane: the mutations of the front-end's requests
+ * (port B of the arbiter, tag bit TAG_W); the mailbox's are the host's own
+ */
+generate
+    if (CL_DEPTH != 0) begin : changelog
+        kv_changelog #(
+            .KEY_W(KEY_W),
+            .VALUE_W(VALUE_W),
+            .DEPTH(CL_DEPTH)
+        )
+        changelog_inst (
+            .clk(clk),
+            .rst(rst),
+            .log_valid(log_valid && log_tag[ENG_TAG_W-1]),
+            .log_del(log_del),
+            .log_status(log_status),
+            .log_key(log_key),
+            .log_value(log_value),
+            .head_valid(cl_valid),
+            .head_seq(cl_seq),
+            .head_del(cl_del),
+            .head_status(cl_status),
+            .head_key(cl_key),
+            .head_value(cl_value),
+            .pop(cl_pop),
+            .clear_overflow(cl_clear_overflow),
+            .level(cl_level),
+            .dropped(cl_dropped),
+            .overflowed(cl_overflowed)
+        );
+        // the port bit is the one tag bit the log needs
+        wire unused_log = &{1'b0, log_tag[ENG_TAG_W-2:0]};
+    end else begin : no_changelog
+        assign cl_valid = 1'b0;
+        assign cl_seq = 64'd0;
+        assign cl_del = 1'b0;
+        assign cl_status = 4'd0;
+        assign cl_key = {KEY_W{1'b0}};
+        assign cl_value = {VALUE_W{1'b0}};
+        assign cl_level = 32'd0;
+        assign cl_dropped = 64'd0;
+        assign cl_overflowed = 1'b0;
+        // no data plane (FE_PORT = 0) or no log: nothing is logged, CL_CTRL writes do nothing
+        wire unused_log = &{1'b0, log_valid, log_del, log_status, log_key, log_value, log_tag,
+                            cl_pop, cl_clear_overflow};
+    end
+endgenerate
 
 endmodule
 

@@ -9,7 +9,7 @@
 /* verilator lint_off UNUSEDPARAM */
 
 localparam [31:0] KV_ID_MAGIC = 32'h50514B56; // "PQKV"
-localparam [31:0] KV_VERSION = 32'h00010000;
+localparam [31:0] KV_VERSION = 32'h00010001;
 localparam KV_ADDR_BITS = 12;
 
 // register byte addresses (arrays: base address, _SIZE = words reserved)
@@ -59,6 +59,18 @@ localparam [11:0] KV_REG_RSP_VALUE = 12'h600;
 localparam KV_REG_RSP_VALUE_SIZE = 32;
 localparam [11:0] KV_REG_COUNTER = 12'h800;
 localparam KV_REG_COUNTER_SIZE = 64;
+localparam [11:0] KV_REG_CL_CTRL = 12'hC00;
+localparam [11:0] KV_REG_CL_STATUS = 12'hC04;
+localparam [11:0] KV_REG_CL_LEVEL = 12'hC08;
+localparam [11:0] KV_REG_CL_DEPTH = 12'hC0C;
+localparam [11:0] KV_REG_CL_SEQ_LO = 12'hC10;
+localparam [11:0] KV_REG_CL_SEQ_HI = 12'hC14;
+localparam [11:0] KV_REG_CL_DROPPED_LO = 12'hC18;
+localparam [11:0] KV_REG_CL_DROPPED_HI = 12'hC1C;
+localparam [11:0] KV_REG_CL_KEY = 12'hD00;
+localparam KV_REG_CL_KEY_SIZE = 64;
+localparam [11:0] KV_REG_CL_VALUE = 12'hE00;
+localparam KV_REG_CL_VALUE_SIZE = 32;
 localparam [11:0] KV_REG_FE_CTRL = 12'h900;
 localparam [11:0] KV_REG_FE_MAC_LO = 12'h904;
 localparam [11:0] KV_REG_FE_MAC_HI = 12'h908;
@@ -102,6 +114,18 @@ localparam KV_STATUS_ERR_UNEXPECTED_RSP = 18;
 localparam KV_STATUS_ERR_UNEXPECTED_RSP_W = 1;
 localparam KV_STATUS_ERR_BAD_ADDR = 19;
 localparam KV_STATUS_ERR_BAD_ADDR_W = 1;
+localparam KV_CL_CTRL_POP = 0;
+localparam KV_CL_CTRL_POP_W = 1;
+localparam KV_CL_CTRL_CLR_OVERFLOW = 1;
+localparam KV_CL_CTRL_CLR_OVERFLOW_W = 1;
+localparam KV_CL_STATUS_VALID = 0;
+localparam KV_CL_STATUS_VALID_W = 1;
+localparam KV_CL_STATUS_OVERFLOWED = 1;
+localparam KV_CL_STATUS_OVERFLOWED_W = 1;
+localparam KV_CL_STATUS_DELETE = 4;
+localparam KV_CL_STATUS_DELETE_W = 1;
+localparam KV_CL_STATUS_REC_STATUS = 8;
+localparam KV_CL_STATUS_REC_STATUS_W = 4;
 localparam KV_FE_CTRL_CLR_COUNTERS = 0;
 localparam KV_FE_CTRL_CLR_COUNTERS_W = 1;
 localparam KV_FE_CTRL_ADMIT_COMMIT = 1;

@@ -30,7 +30,8 @@ engine and AXI4-Lite CSR (what a Vivado design instantiates)
  * 0x900-0xBFF (MAC/IP/UDP port, the admission table, FE_COUNTER: the 21
  * frame counters of kv_eth_if then the 13 datagram/request counters of
  * kv_mc_core) and passes every other address to kv_csr (geometry, mailbox,
- * engine counters).
+ * engine counters, and the change log of the SETs and DELs the wire made,
+ * CL_* at 0xC00-0xE7F, for the host to drain).
  */
 module kv_top #
 (
@@ -82,7 +83,10 @@ module kv_top #
     parameter LINE_BYTES = 2048,
     parameter MAX_DGRAM = 1400,
     // Admission table entries (frontend.md §10): 1 to 16
-    parameter ADMIT_ENTRIES = 8
+    parameter ADMIT_ENTRIES = 8,
+    // Change log of the data plane's SETs and DELs (engine.md §10), records in block RAM:
+    // 0 (none) or a power of two from 2 to 65536
+    parameter CHANGELOG_DEPTH = 512
 )
 (
     input  wire                     clk,
@@ -258,7 +262,8 @@ kv_engine_top #(
     .RAM_LAT(RAM_LAT),
     .TREE_LEVELS_PER_STAGE(TREE_LEVELS_PER_STAGE),
     .RSP_FIFO_DEPTH(RSP_FIFO_DEPTH),
-    .FE_PORT(1)
+    .FE_PORT(1),
+    .CHANGELOG_DEPTH(CHANGELOG_DEPTH)
 )
 engine_top_inst (
     .clk(clk),

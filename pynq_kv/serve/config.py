@@ -262,8 +262,8 @@ def load_config_file(path: Path) -> dict[str, Any]:
 def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -> ServeConfig:
     """Defaults, overridden by the file, overridden by flags given explicitly; validated.
 
-    With no store named, a redis_url asks for store "url" and a host tier setting (data_dir,
-    appendfsync, redis_server) for "private"."""
+    With no store named, a redis_url asks for store "url", a host tier setting (data_dir,
+    appendfsync, redis_server) for "private", and a state file for "none" (memory-only mode)."""
     merged: dict[str, Any] = {}
     for source in (file_settings, flag_settings):
         for key, value in source.items():
@@ -276,6 +276,8 @@ def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -
             merged["store"] = "url"
         elif any(name in merged for name in _PRIVATE_SETTINGS):
             merged["store"] = "private"
+        elif merged.get("state"):
+            merged["store"] = "none"
     env_secrets = {"requirepass": "PYNQ_KV_REQUIREPASS", "admin_token": "PYNQ_KV_ADMIN_TOKEN"}
     for key, env in env_secrets.items():
         if not merged.get(key) and os.environ.get(env):

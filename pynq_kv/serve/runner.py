@@ -166,6 +166,12 @@ async def _start_tier(running: Running) -> None:
     appliance.tier = tier
     running.closers.append(tier.close)  # closed after every front-end
     appliance.refill()
+    if appliance.engine.changelog_stats().depth:  # a data plane: its writes go to Redis too
+        from ..writeback import ChangeDrain
+
+        tier.drain = ChangeDrain(appliance, tier)
+        tier.drain.start()
+        running.closers.append(tier.drain.close)  # (closers run newest first: before the tier)
 
 
 STARTERS = {"resp": _start_resp, "udp": _start_udp, "admin": _start_admin}

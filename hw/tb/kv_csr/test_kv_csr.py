@@ -45,7 +45,7 @@ M32 = 0xFFFFFFFF
 def dut_params() -> dict:
     """HDL parameters of this run (defaults = RTL defaults)."""
     params = {"KEY_W": 288, "VALUE_W": 32, "WAYS": 4, "ROWS": 8192, "STASH": 8, "RULES": 256,
-              "PRIO_W": 16, "HASH_SEED": DEFAULT_SEED, "TAG_W": 8, "ADDR_WIDTH": 12}
+              "PRIO_W": 16, "HASH_SEED": DEFAULT_SEED, "TAG_W": 8, "ADDR_WIDTH": 12, "CHANGELOG_DEPTH": 0}
     params.update(json.loads(os.environ.get("KV_CSR_PARAMS", "{}")))
     return params
 
@@ -160,6 +160,9 @@ class TB:
 
         dut.rst.value = 1
         dut.counters.value = 0
+        for name in ("cl_valid", "cl_seq", "cl_del", "cl_status", "cl_key", "cl_value", "cl_level",
+                     "cl_dropped", "cl_overflowed"):
+            getattr(dut, name).value = 0
         cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
         for ch in (self.axil.write_if.aw_channel, self.axil.write_if.w_channel, self.axil.write_if.b_channel,
@@ -499,14 +502,70 @@ async def run_random_traffic(dut):
     tb.check()
 
 
+@cocotb.test()
+async def run_changelog_registers(dut):
+    """CL_* (engine.md §10): the head record, level, depth, drops and flags read back as
+    kv_changelog presents them; CL_DROPPED_LO latches the high word; CL_CTRL bits leave as
+    one-cycle strobes (nothing for a 0 bit); unused key/value words and read-only writes answer
+    SLVERR. Without a log (CHANGELOG_DEPTH 0) the registers read 0 whatever the inputs."""
+    tb = TB(dut)
+    await tb.reset()
+    rng = random.Random(cocotb.RANDOM_SEED + 11)
+    strobes = {"cl_pop": 0, "cl_clear_overflow": 0}
+
+    async def watch():
+        while True:
+            await RisingEdge(dut.clk)
+            for name in strobes:
+                strobes[name] += _uint(getattr(dut, name).value)
+
+    cocotb.start_soon(watch())
+    assert await tb.rd(rm.REG_CL_DEPTH) == tb.p["CHANGELOG_DEPTH"]
+    on = int(tb.p["CHANGELOG_DEPTH"] != 0)
+    for _ in range(4):
+        drive = {"cl_valid": rng.getrandbits(1), "cl_seq": rng.getrandbits(64), "cl_del": rng.getrandbits(1),
+                "cl_status": rng.getrandbits(4), "cl_key": rng.getrandbits(tb.key_w),
+                "cl_value": rng.getrandbits(tb.value_w), "cl_level": rng.getrandbits(17),
+                "cl_overflowed": rng.getrandbits(1)}
+        for name, value in drive.items():
+            getattr(dut, name).value = value
+        head = {name: value * on for name, value in drive.items()}
+        status = await tb.rd(rm.REG_CL_STATUS)
+        assert status == (head["cl_valid"] * rm.CL_STATUS_VALID | head["cl_overflowed"] * rm.CL_STATUS_OVERFLOWED
+                          | head["cl_del"] * rm.CL_STATUS_DELETE | head["cl_status"] << rm.CL_STATUS_REC_STATUS_SHIFT)
+        assert await tb.rd(rm.REG_CL_LEVEL) == head["cl_level"]
+        assert await tb.rd(rm.REG_CL_SEQ_LO) | await tb.rd(rm.REG_CL_SEQ_HI) << 32 == head["cl_seq"]
+        key = regcodec.from_words([await tb.rd(rm.REG_CL_KEY + 4 * i) for i in range(tb.key_words)])
+        value = regcodec.from_words([await tb.rd(rm.REG_CL_VALUE + 4 * i) for i in range(tb.value_words)])
+        assert (key, value) == (head["cl_key"], head["cl_value"])
+        dropped = rng.getrandbits(64)
+        dut.cl_dropped.value = dropped
+        assert await tb.rd(rm.REG_CL_DROPPED_LO) == (dropped & M32) * on
+        dut.cl_dropped.value = dropped ^ (0xFFFF << 40)  # the high word moves after the LO read
+        assert await tb.rd(rm.REG_CL_DROPPED_HI) == (dropped >> 32) * on
+    assert await tb.rd(rm.REG_CL_CTRL) == 0
+    await tb.wr(rm.REG_CL_CTRL, rm.CL_CTRL_POP)
+    await tb.wr(rm.REG_CL_CTRL, rm.CL_CTRL_POP | rm.CL_CTRL_CLR_OVERFLOW)
+    await tb.wr(rm.REG_CL_CTRL, 0)
+    await ClockCycles(dut.clk, 2)
+    assert strobes == {"cl_pop": 2, "cl_clear_overflow": 1}
+    for addr in (rm.REG_CL_KEY + 4 * tb.key_words, rm.REG_CL_VALUE + 4 * tb.value_words):
+        assert await tb.rd(addr, AxiResp.SLVERR) == 0
+    for addr in (rm.REG_CL_STATUS, rm.REG_CL_SEQ_LO, rm.REG_CL_KEY, rm.REG_CL_DEPTH):
+        await tb.wr(addr, 0x12345678, AxiResp.SLVERR)
+    assert strobes == {"cl_pop": 2, "cl_clear_overflow": 1}
+    tb.check()
+
+
 # ------------------------------------------------------------------------------------------
 # pytest: build and run the cocotb tests above
 # ------------------------------------------------------------------------------------------
 
 def _config(key_w, value_w, ways=4, rows=8192, stash=8, rules=256, prio_w=16, seed=DEFAULT_SEED,
-            tag_w=8, addr_width=12):
+            tag_w=8, addr_width=12, changelog_depth=512):
     return {"KEY_W": key_w, "VALUE_W": value_w, "WAYS": ways, "ROWS": rows, "STASH": stash,
-            "RULES": rules, "PRIO_W": prio_w, "HASH_SEED": seed, "TAG_W": tag_w, "ADDR_WIDTH": addr_width}
+            "RULES": rules, "PRIO_W": prio_w, "HASH_SEED": seed, "TAG_W": tag_w, "ADDR_WIDTH": addr_width,
+            "CHANGELOG_DEPTH": changelog_depth}
 
 
 def _config_id(sim: str, p: dict) -> str:
@@ -520,7 +579,7 @@ CONFIGS = [
     ("icarus", _config(1152, 512, ways=8, rows=1 << 24, stash=64, rules=4096, prio_w=32,
                        seed=0x0123456789ABCDEF, tag_w=3, addr_width=16)),
     ("verilator", _config(144, 256, ways=2, rows=2, stash=0, rules=0, prio_w=1, seed=0xFFFFFFFF00000001,
-                          tag_w=1)),
+                          tag_w=1, changelog_depth=0)),
 ]
 
 

@@ -68,7 +68,10 @@ module kv_krnl #
     parameter LINE_BYTES = 2048,
     parameter MAX_DGRAM = 1400,
     // Entries of the front-end's admission table (frontend.md §10): 1 to 16
-    parameter ADMIT_ENTRIES = 8
+    parameter ADMIT_ENTRIES = 8,
+    // Change log of the data plane's SETs and DELs (engine.md §10), records in block RAM:
+    // 0 (none) or a power of two from 2 to 65536
+    parameter CHANGELOG_DEPTH = 512
 )
 (
     input  wire                     ap_clk,
@@ -159,7 +162,8 @@ kv_top #(
     .META_DEPTH(META_DEPTH),
     .LINE_BYTES(LINE_BYTES),
     .MAX_DGRAM(MAX_DGRAM),
-    .ADMIT_ENTRIES(ADMIT_ENTRIES)
+    .ADMIT_ENTRIES(ADMIT_ENTRIES),
+    .CHANGELOG_DEPTH(CHANGELOG_DEPTH)
 )
 kv_top_inst (
     .clk(ap_clk),

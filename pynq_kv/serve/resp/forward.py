@@ -50,6 +50,9 @@ _CLIENT_OWN_LINK = frozenset({b"tracking", b"caching", b"reply", b"no-evict", b"
 # After these, Redis sends what it likes when it likes: its bytes are relayed unframed.
 _RAW_AFTER = frozenset({b"subscribe", b"psubscribe", b"ssubscribe", b"monitor"})
 _NOAUTH_OK = frozenset({b"auth", b"hello", b"quit"})
+# Commands call() looks at more closely; every other one is forwarded at once.
+_SPECIAL = (_LOCAL | _LOCAL_SHARED | _OWN_LINK | _RAW_AFTER
+            | {b"client", b"info", b"config", b"shutdown", b"reset"})
 _TIER_DOWN = E.error_reply(E.TIER_DOWN)
 # Refused: they would act on pynq-kv's own connections to Redis (or stop that Redis).
 _REFUSED = {b"shutdown": E.TIER_SHUTDOWN, b"client|kill": E.TIER_CLIENT_KILL}
@@ -80,9 +83,9 @@ class Forwarder:
         conn.has_slots = True
         return slot
 
-    def answer(self, conn: Any, slot: Slot, reply: bytes) -> None:
-        if reply[:1] == b"-":
-            self.srv.error_replies += 1
+    def answer(self, conn: Any, slot: Slot, reply: bytes, errors: int = -1) -> None:
+        """Redis' reply (or a block's replies, errors of them errors) in its slot."""
+        self.srv.error_replies += (reply[:1] == b"-") if errors < 0 else errors
         slot.data = reply
         conn.waiting -= 1
         self.srv.ready(conn)
@@ -130,6 +133,13 @@ class Forwarder:
     def call(self, conn: Any, args: list[bytes]) -> None:
         """One command: pynq-kv's own, or forwarded to Redis."""
         name = args[0].lower()
+        if (name not in _SPECIAL and not conn.raw and conn.authenticated
+                and not conn.reply_off and not conn.reply_skip):  # most commands: straight on
+            conn.last_cmd = name.decode("latin-1")
+            if conn.link is None and self.tier.specs is not None and self.tier.specs.blocking(args):
+                self.own_link(conn)
+            self.forward(conn, args)
+            return
         sub = args[1].lower() if len(args) > 1 else b""
         if conn.raw:
             if name == b"quit":
@@ -181,6 +191,50 @@ class Forwarder:
         if name == b"config" and sub == b"resetstat":
             self.srv.reset_stats()
         self.forward(conn, args)
+
+    def can_forward_block(self, conn: Any, block: tuple) -> bool:
+        """Whether a block of pipelined commands (one column per argument) can go to Redis as
+        one: the same plain command throughout (no local one, none that changes connection
+        state or blocks), from a client on the shared connection, writing one key or none."""
+        names = block[0]
+        specs = self.tier.specs
+        if (conn.link is not None or not self.tier.up or conn.raw or not conn.authenticated
+                or specs is None or names.count(names[0]) != len(names)):
+            return False
+        name = names[0].lower()
+        if name in _SPECIAL or name in (b"exec", b"discard") or specs.blocking([name]):
+            return False
+        key = specs.plain_key(name)
+        return key is not None and key < len(block)
+
+    def forward_block(self, conn: Any, block: tuple) -> None:
+        """A block that can_forward_block accepted: its keys leave the engine, its commands go
+        to Redis in one piece, and its replies come back as one (in the block's place)."""
+        tier = self.tier
+        rows = list(zip(*block))
+        count = len(rows)
+        key = tier.specs.plain_key(block[0][0])
+        if key:  # the one key each row writes, at the same place in every row
+            tier.invalidate(block[key])
+        tier.stats.forwarded += count
+        conn.last_cmd = block[0][0].lower().decode("latin-1")
+        slot = self.slot(conn)
+        replies: list[bytes] = []
+
+        def each(reply: bytes) -> None:
+            replies.append(reply)
+            if len(replies) == count:
+                self.answer(conn, slot, b"".join(replies), _errors(replies))
+
+        link = self._link(conn)
+        if conn.inflight and conn.inflight_link is not link or conn.held_sends:
+            for row in rows:
+                self._send(conn, link, encode_command(row), each)
+            return
+        conn.inflight += count
+        conn.inflight_link = link
+        link.send_many(b"".join([encode_command(row) for row in rows]), count,
+                       lambda reply: self._answered(conn, each, reply))
 
     def _client_reply(self, conn: Any, args: list[bytes]) -> None:
         """CLIENT REPLY ON|OFF|SKIP: Redis answers only ON, so no reply is waited for after the
@@ -301,10 +355,41 @@ class Forwarder:
                 conn.out.append(n)
                 self.srv.error_replies += 1
                 continue
-            count = n if kind != BATCH_SET else 1
-            for k in range(j, j + count):
-                self._set(conn, keys[k], values[k])
-            j += count
+            if kind == BATCH_SET:
+                self._set(conn, keys[j], values[j])
+                j += 1
+            else:
+                self._set_block(conn, keys[j:j + n], values[j:j + n])
+                j += n
+
+    def _set_block(self, conn: Any, keys: list[bytes], values: list[Any]) -> None:
+        """A block of pipelined SETs: to Redis in one piece, one reply slot, a fill for each."""
+        tier = self.tier
+        link = self._link(conn, fast=True)
+        if link is None or conn.held_sends or conn.inflight and conn.inflight_link is not link:
+            for key, value in zip(keys, values):
+                self._set(conn, key, value)
+            return
+        texts = [v if isinstance(v, bytes) else str(v).encode() for v in values]
+        count = len(keys)
+        tier.stats.forwarded += count
+        ticket = tier.tickets_for(count)
+        slot = self.slot(conn)
+        replies: list[bytes] = []
+
+        def each(reply: bytes) -> None:
+            replies.append(reply)
+            if len(replies) < count:
+                return
+            for key, text, got in zip(keys, texts, replies):
+                tier.settle(ticket, key, text if got == b"+OK\r\n" else None)
+            self.answer(conn, slot, b"".join(replies), _errors(replies))
+
+        conn.inflight += count
+        conn.inflight_link = link
+        link.send_many(b"".join([b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+                                 % (len(k), k, len(t), t) for k, t in zip(keys, texts)]),
+                       count, lambda reply: self._answered(conn, each, reply))
 
     def _set(self, conn: Any, key: bytes, value: Any) -> None:
         tier = self.tier
@@ -365,6 +450,10 @@ class Forwarder:
             conn, slot, conn.nil if reply == _NIL2 else reply))
         for payload, handler in requests:
             self._send(conn, link, payload, handler)
+
+
+def _errors(replies: list[bytes]) -> int:
+    return sum(1 for reply in replies if reply[:1] == b"-")
 
 
 def _ignore(reply: bytes) -> None:

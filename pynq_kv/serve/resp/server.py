@@ -729,7 +729,12 @@ class RespServer:
         return count
 
     def _plan_rows(self, pipe: Pipeline, conn: Connection, block: tuple, batch: bool) -> int:
-        """A block the pipeline cannot take whole, one command at a time, as _dispatch runs them."""
+        """A block the pipeline cannot take whole, one command at a time, as _dispatch runs them
+        (with a host tier, a block of one command that only Redis answers goes there whole)."""
+        if self.forwarder is not None and self.forwarder.can_forward_block(conn, block):
+            pipe.flush()
+            self.forwarder.forward_block(conn, block)
+            return len(block[0])
         count = 0
         for row in zip(*block):
             args = list(row)

@@ -1,0 +1,514 @@
+"""Crash harness: `pynq-kv serve` with a private redis-server under write load, killed and
+restarted on the same data dir; afterwards every acknowledged write must be there and the engine
+must equal Redis. Used by tests/test_crash.py (small) and benchmarks/crash.py (at scale).
+
+The model of a write. Every key (or hash field) is written by one load thread only, and each write
+makes it a new *version* 1, 2, 3 ... that can be read back: SET, HSET and MSET store the version
+number itself (MSET writes a pair of keys, both with the pair's version), INCR counts up to it,
+LPUSH pushes it (the list is [n, ..., 2, 1]). A thread is sequential and stops at its first
+failed write, so each key has its acknowledged versions 1..n and at most one write in flight
+when the kill came (version n + 1, attempted, never acknowledged). After the restart the version
+read from Redis must be n or, if a write was in flight, n + 1; anything else is corruption, and
+less than n is a lost acknowledged write, whose age (kill time minus its acknowledgement time) is
+the loss window.
+
+Two kinds of crash (docs/hosttier.md, "Crash safety"):
+- "serve": SIGKILL of the serve process. Its redis-server child must die with it (the kernel's
+  parent-death signal makes it shut down cleanly); one still running after CHILD_EXIT_TIMEOUT is
+  recorded as an orphan, with its /proc state, and fails the run.
+- "group": SIGKILL of the redis-server child, then of serve, at once: Redis gets no chance to
+  flush anything, the case where `appendfsync everysec` may lose acknowledged writes.
+
+Writers are pluggable (WRITERS): a writer is a function that sends one write of a Key through
+one client and returns when it was acknowledged. Adding the memcached UDP or REST front-end is a
+writer (a client factory and a SET) registered with the same version model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 60.0  # seconds for serve to print its banner (restores included)
+CHILD_EXIT_TIMEOUT = 10.0  # seconds the redis-server child may take to die after serve's kill
+REPLY_TIMEOUT = 10.0  # seconds a load thread waits for a reply before calling it lost
+SLOTS = 16  # SET keys, HSET fields and MSET pairs per thread and cycle
+KILLS = ("serve", "group")
+# serve's banner lines naming its front-ends' ports: RESP (tcp), memcached (udp), admin (http)
+BANNER = re.compile(r" on (tcp|udp|http)://127\.0\.0\.1:(\d+)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+# -- the versions of one key ------------------------------------------------------------------
+
+
+@dataclass
+class History:
+    """One key's (or hash field's) writes: acknowledgement times of versions 1..n, and whether
+    version n + 1 was in flight when the thread stopped."""
+
+    kind: str
+    acked: list[float] = field(default_factory=list)
+    pending: bool = False
+
+    @property
+    def version(self) -> int:
+        return len(self.acked)
+
+
+@dataclass
+class Verdict:
+    """What the check of the stored data found."""
+
+    checked: int = 0  # keys and fields read back
+    lost: int = 0  # acknowledged versions missing
+    max_loss_window_s: float = 0.0
+    pending_applied: int = 0  # in-flight writes found done (allowed)
+    pending_dropped: int = 0  # in-flight writes not done (allowed)
+    wrong: list[str] = field(default_factory=list)  # corruption: versions never written, ...
+    engine_entries: int = 0  # entries the engine held
+    engine_mismatches: list[str] = field(default_factory=list)
+    served_mismatches: list[str] = field(default_factory=list)  # GET through pynq-kv != Redis
+
+
+# -- writers ----------------------------------------------------------------------------------
+
+
+class Load:
+    """One cycle's load: its keys' histories, acknowledged counts and error replies."""
+
+    def __init__(self, cycle: int, threads: int) -> None:
+        self.prefix = f"crash:{cycle}"
+        self.histories: dict[tuple[str, ...], History] = {}
+        self.counts = [0] * threads  # acknowledged writes by thread, while they run
+        self.pairs: list[tuple[str, str]] = []  # MSET's key pairs: always equal
+        self.errors: list[str] = []  # error replies: never expected
+        self.lock = threading.Lock()
+
+    def history(self, kind: str, *name: str) -> History:
+        # each thread creates and touches only its own keys; the dict insert is atomic
+        key = (kind, *name)
+        found = self.histories.get(key)
+        if found is None:
+            found = self.histories[key] = History(kind)
+        return found
+
+    def acknowledged(self) -> int:
+        return sum(h.version for h in list(self.histories.values()))
+
+
+def _set(client: redis.Redis, load: Load, tid: int, n: int) -> list[History]:
+    key = f"{load.prefix}:{tid}:s{n % SLOTS}"
+    h = load.history("string", key)
+    h.pending = True
+    client.set(key, str(h.version + 1))
+    return [h]
+
+
+def _incr(client: redis.Redis, load: Load, tid: int, n: int) -> list[History]:
+    key = f"{load.prefix}:{tid}:n"
+    h = load.history("string", key)
+    h.pending = True
+    if client.incr(key) != h.version + 1:
+        raise AssertionError(f"INCR {key} did not answer {h.version + 1}")
+    return [h]
+
+
+def _lpush(client: redis.Redis, load: Load, tid: int, n: int) -> list[History]:
+    key = f"{load.prefix}:{tid}:l"
+    h = load.history("list", key)
+    h.pending = True
+    if client.lpush(key, str(h.version + 1)) != h.version + 1:
+        raise AssertionError(f"LPUSH {key} did not answer {h.version + 1}")
+    return [h]
+
+
+def _mset(client: redis.Redis, load: Load, tid: int, n: int) -> list[History]:
+    pair = [f"{load.prefix}:{tid}:m{n % SLOTS}a", f"{load.prefix}:{tid}:m{n % SLOTS}b"]
+    if ("string", pair[0]) not in load.histories:
+        load.pairs.append((pair[0], pair[1]))
+    a, b = load.history("string", pair[0]), load.history("string", pair[1])
+    a.pending = b.pending = True
+    value = str(a.version + 1)
+    client.mset({pair[0]: value, pair[1]: value})
+    return [a, b]
+
+
+def _hset(client: redis.Redis, load: Load, tid: int, n: int) -> list[History]:
+    key, name = f"{load.prefix}:{tid}:h", f"f{n % SLOTS}"
+    h = load.history("hash", key, name)
+    h.pending = True
+    client.hset(key, name, str(h.version + 1))
+    return [h]
+
+
+# A writer: (client, load, thread id, how many times this thread called it before) -> the
+# histories of the keys it wrote, once its write was acknowledged. Each thread calls them in
+# turn. Another front-end's writer is such a function over its own client, whose factory
+# WRITER_CLIENTS names (one client per factory and thread).
+Writer = Callable[[Any, Load, int, int], list[History]]
+WRITERS: dict[str, Writer] = {"SET": _set, "INCR": _incr, "LPUSH": _lpush, "MSET": _mset,
+                              "HSET": _hset}
+
+
+def resp_client(served: "Served") -> redis.Redis:
+    """A redis-py client of serve's RESP port that never retries (a retried INCR or LPUSH
+    would be a second write the ledger does not know)."""
+    return redis.Redis(host=HOST, port=served.resp_port, socket_timeout=REPLY_TIMEOUT,
+                       socket_connect_timeout=REPLY_TIMEOUT, retry=Retry(NoBackoff(), 0))
+
+
+WRITER_CLIENTS: dict[str, Callable[["Served"], Any]] = {name: resp_client for name in WRITERS}
+CONNECTION_LOST = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
+
+
+def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event) -> None:
+    made = {factory: factory(served) for factory in set(WRITER_CLIENTS.values())}
+    clients = {name: made[WRITER_CLIENTS[name]] for name in WRITERS}
+    writers = list(WRITERS.items())
+    n = tid  # threads start at different writers
+    try:
+        while not stop.is_set():
+            name, write = writers[n % len(writers)]
+            try:
+                touched = write(clients[name], load, tid, n // len(writers))
+            except CONNECTION_LOST:
+                return  # serve is gone: this thread's one write in flight stays pending
+            except (redis.RedisError, AssertionError) as exc:
+                with load.lock:
+                    load.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                return
+            now = time.monotonic()
+            for h in touched:
+                h.acked.append(now)
+                h.pending = False
+            load.counts[tid] += 1
+            n += 1
+    finally:
+        for client in made.values():
+            client.close()
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+class Served:
+    """A `pynq-kv serve --store private` on loopback free ports, its banner read."""
+
+    def __init__(self, data_dir: Path, appendfsync: str, extra: tuple[str, ...] = ()) -> None:
+        self.data_dir = data_dir
+        cmd = [sys.executable, "-m", "pynq_kv", "--backend", "model", "serve", "--store", "private",
+               "--appendfsync", appendfsync, "--data-dir", str(data_dir), "--bind", HOST,
+               "--resp-port", "0", "--udp-port", "0", "--admin-port", "0",
+               "--log-level", "info", *extra]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines: list[str] = []
+        ports: dict[str, int] = {}
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            match = BANNER.search(line)
+            if match:
+                ports[match[1]] = int(match[2])
+            if "host tier:" in line:
+                break
+        if len(ports) != 3:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("serve did not start:\n" + "".join(self.lines))
+        # the memcached UDP port is for its writer, once that front-end writes through
+        self.resp_port, self.udp_port, self.admin_port = ports["tcp"], ports["udp"], ports["http"]
+        # the rest of the log is drained so serve never blocks on a full pipe
+        self._drain = threading.Thread(target=self._read_rest, daemon=True)
+        self._drain.start()
+        self.redis_pid = self._redis_pid()
+        self.child_exit_s = 0.0  # after kill(): how long redis-server outlived the kill
+
+    def _read_rest(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def unix_socket(self) -> str:
+        """The private redis-server's socket, as serve wrote it into DATA_DIR/redis.conf."""
+        for line in (self.data_dir / "redis.conf").read_text().splitlines():
+            if line.startswith("unixsocket "):
+                return json.loads(line.split(" ", 1)[1])  # _conf_string quotes it like JSON
+        raise RuntimeError("no unixsocket line in redis.conf")
+
+    def redis(self) -> redis.Redis:
+        """A client of the private redis-server itself (not through pynq-kv)."""
+        return redis.Redis(unix_socket_path=self.unix_socket(), socket_timeout=REPLY_TIMEOUT)
+
+    def _redis_pid(self) -> int:
+        client = self.redis()
+        try:
+            pid = int(client.info("server")["process_id"])
+        finally:
+            client.close()
+        if _ppid(pid) != self.proc.pid:
+            raise RuntimeError(f"redis-server {pid} is not serve's ({self.proc.pid}) child")
+        return pid
+
+    def engine_entries(self) -> list[tuple[bytes, bytes]]:
+        """Every entry the engine holds, from the admin API's NDJSON export."""
+        url = f"http://{HOST}:{self.admin_port}/v1/entries?format=ndjson"
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            records = [json.loads(line) for line in reply.read().decode().splitlines() if line]
+        return [(_item(r["key"]), _item(r["value"])) for r in records]
+
+    def kill(self, how: str) -> tuple[float, Optional[str]]:
+        """SIGKILL serve ("serve") or redis-server and serve ("group"); wait until both are gone.
+        Returns the kill's time and, when the child outlived serve, what /proc said of it."""
+        if how == "group":
+            os.kill(self.redis_pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        self.proc.kill()
+        self.proc.wait()
+        orphan = None
+        deadline = time.monotonic() + CHILD_EXIT_TIMEOUT
+        while _alive(self.redis_pid):
+            if time.monotonic() > deadline:
+                orphan = (f"redis-server pid {self.redis_pid} still running "
+                          f"{CHILD_EXIT_TIMEOUT:g} s after serve's SIGKILL: {_proc_status(self.redis_pid)}")
+                os.kill(self.redis_pid, signal.SIGKILL)  # the next cycle needs the data dir
+                while _alive(self.redis_pid):
+                    time.sleep(0.01)
+                break
+            time.sleep(0.01)
+        self.child_exit_s = time.monotonic() - killed_at
+        return killed_at, orphan
+
+    def stop(self) -> None:
+        """SIGTERM, serve's clean stop (it shuts its redis-server down)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _item(item: Any) -> bytes:
+    if isinstance(item, dict):
+        return bytes.fromhex(item["hex"])
+    return str(item).encode()
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rsplit(")", 1)[1].split()[1])
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie (a dead child that no one reaped yet has released everything)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def _proc_status(pid: int) -> str:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError as exc:
+        return f"(no /proc entry: {exc})"
+    wanted = ("Name", "State", "PPid", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+    return "; ".join(line for line in text.splitlines() if line.split(":")[0] in wanted)
+
+
+# -- checks -----------------------------------------------------------------------------------
+
+
+def _observed(client: redis.Redis, kind: str, name: tuple[str, ...]) -> tuple[int, str]:
+    """The version Redis holds of a key or field (0: absent), and '' or why it is malformed."""
+    if kind == "list":
+        items = client.lrange(name[0], 0, -1)
+        n = len(items)
+        if items != [str(v).encode() for v in range(n, 0, -1)]:
+            return n, f"list {name[0]} is not [{n}..1]: {items[:5]}..."
+        return n, ""
+    raw = client.hget(name[0], name[1]) if kind == "hash" else client.get(name[0])
+    if raw is None:
+        return 0, ""
+    try:
+        return int(raw), ""
+    except ValueError:
+        return -1, f"{name} holds {raw!r}"
+
+
+def check(served: Served, loads: list[Load], kill_times: dict[int, float]) -> Verdict:
+    """After a restart: every load's acknowledged versions against Redis (read directly), GET
+    through pynq-kv against Redis for every string key, and every engine entry against Redis."""
+    verdict = Verdict()
+    direct = served.redis()
+    front = resp_client(served)
+    try:
+        for cycle, load in enumerate(loads):
+            for (kind, *name), h in load.histories.items():
+                got, malformed = _observed(direct, kind, tuple(name))
+                verdict.checked += 1
+                if malformed:
+                    verdict.wrong.append(malformed)
+                elif got == h.version + 1 and h.pending:
+                    verdict.pending_applied += 1
+                elif got == h.version:
+                    verdict.pending_dropped += h.pending
+                elif 0 <= got < h.version:
+                    verdict.lost += h.version - got
+                    window = kill_times[cycle] - h.acked[got]
+                    verdict.max_loss_window_s = max(verdict.max_loss_window_s, window)
+                else:
+                    verdict.wrong.append(f"{name} holds version {got}; {h.version} acknowledged"
+                                         f"{', one more in flight' if h.pending else ''}")
+                if kind == "string":
+                    want = direct.get(name[0])
+                    if front.get(name[0]) != want:
+                        verdict.served_mismatches.append(f"GET {name[0]} through pynq-kv differs "
+                                                         f"from Redis' {want!r}")
+            for a, b in load.pairs:  # MSET is atomic: a kill never splits one
+                values = direct.mget([a, b])
+                if values[0] != values[1]:
+                    verdict.wrong.append(f"MSET pair {a}, {b} holds {values}")
+        entries = served.engine_entries()
+        verdict.engine_entries = len(entries)
+        verdict.engine_mismatches = compare_engine(entries, direct)
+    finally:
+        direct.close()
+        front.close()
+    return verdict
+
+
+def compare_engine(entries: list[tuple[bytes, bytes]], direct: redis.Redis) -> list[str]:
+    """Each engine entry Redis does not hold with that very value."""
+    if not entries:
+        return []
+    values = direct.mget([key for key, _ in entries])
+    return [f"engine {key!r} = {value!r}, Redis {want!r}"
+            for (key, value), want in zip(entries, values) if value != want]
+
+
+# -- the cycle --------------------------------------------------------------------------------
+
+
+@dataclass
+class CrashReport:
+    """Everything a crash run saw."""
+
+    appendfsync: str
+    kills: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KILLS})
+    acknowledged: int = 0
+    lost: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KILLS})
+    max_loss_window_s: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in KILLS})
+    pending_applied: int = 0
+    pending_dropped: int = 0
+    orphans: list[str] = field(default_factory=list)
+    max_child_exit_s: float = 0.0  # serve kills: how long redis-server took to be gone
+    max_engine_entries: int = 0  # the most engine entries one check compared with Redis
+    errors: list[str] = field(default_factory=list)  # error replies, corruption, incoherence
+    seconds: float = 0.0  # the whole run: starts, loads, checks
+    load_seconds: float = 0.0  # under load only (from the threads' start to the kill)
+
+    def failures(self) -> list[str]:
+        """What makes the run fail whatever the fsync policy."""
+        return self.orphans + self.errors
+
+
+def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledged: int,
+                threads: int = 6, kinds: tuple[str, ...] = KILLS, seed: int = 0,
+                extra: tuple[str, ...] = (), log: Callable[[str], None] = lambda _: None
+                ) -> CrashReport:
+    """kills cycles of: serve up (on the same data dir), load from `threads` threads, SIGKILL at
+    a random moment (after a random share of the acknowledged writes still wanted), check.
+    The kind of kill alternates over `kinds`. Every check covers all cycles so far."""
+    rng = random.Random(seed)
+    report = CrashReport(appendfsync)
+    loads: list[Load] = []
+    kill_times: dict[int, float] = {}
+    started = time.monotonic()
+    served = Served(data_dir, appendfsync, extra)
+    try:
+        for cycle in range(kills):
+            load = Load(cycle, threads)
+            loads.append(load)
+            wanted = max(0, min_acknowledged - report.acknowledged)
+            left = kills - cycle
+            target = wanted if left == 1 else int(wanted / left * rng.uniform(0.5, 1.5))
+            target = max(target, 50)  # every cycle is under load when the kill comes
+            stop = threading.Event()
+            workers = [threading.Thread(target=_run_thread, args=(served, load, t, stop),
+                                        daemon=True) for t in range(threads)]
+            load_started = time.monotonic()
+            for worker in workers:
+                worker.start()
+            while sum(load.counts) < target and any(w.is_alive() for w in workers):
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0, 0.05))  # not at a poll's edge
+            how = kinds[cycle % len(kinds)]
+            kill_times[cycle], orphan = served.kill(how)
+            report.load_seconds += kill_times[cycle] - load_started
+            stop.set()
+            for worker in workers:
+                worker.join(REPLY_TIMEOUT + 5)
+                if worker.is_alive():
+                    raise RuntimeError("a load thread did not stop after the kill")
+            report.kills[how] += 1
+            report.acknowledged += load.acknowledged()
+            report.errors += load.errors
+            if orphan:
+                report.orphans.append(orphan)
+            elif how == "serve":
+                report.max_child_exit_s = max(report.max_child_exit_s, served.child_exit_s)
+            served = Served(data_dir, appendfsync, extra)
+            verdict = check(served, loads, kill_times)
+            _account(report, verdict, how)
+            log(f"kill {cycle + 1}/{kills} ({how}): {load.acknowledged()} acknowledged, "
+                f"{verdict.lost} lost, engine {verdict.engine_entries} entries, "
+                f"{len(report.failures())} failures so far")
+    finally:
+        served.stop()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _account(report: CrashReport, verdict: Verdict, how: str) -> None:
+    """Add a check's findings to the report. Losses are charged to the kill just made: every
+    earlier cycle was checked already, and a loss found again later is not counted twice."""
+    report.errors += verdict.wrong + verdict.engine_mismatches + verdict.served_mismatches
+    new_lost = verdict.lost - sum(report.lost.values())
+    if new_lost > 0:
+        report.lost[how] += new_lost
+        report.max_loss_window_s[how] = max(report.max_loss_window_s[how],
+                                            verdict.max_loss_window_s)
+    report.max_engine_entries = max(report.max_engine_entries, verdict.engine_entries)
+    report.pending_applied = verdict.pending_applied  # every cycle's, counted by each check
+    report.pending_dropped = verdict.pending_dropped
