@@ -15,6 +15,7 @@ from pynq_kv.bulk import Item, item_to_json, text_to_bytes, text_to_int
 from pynq_kv.engine import KVEngine
 from pynq_kv.errors import KVError
 from pynq_kv.layout import FieldLayout, parse_field_values
+from pynq_kv.limits import parse_uint
 
 from .errors import InputError, Loc
 from .models import Base64Item, HexItem, ItemIn, KeyEncoding
@@ -79,6 +80,35 @@ def engine_value(engine: KVEngine, item: ItemIn, loc: Loc) -> Item:
     except KVError as exc:
         raise InputError(loc, str(exc)) from None
     return value
+
+
+def redis_key(key: Item, loc: Loc = PATH_KEY) -> bytes:
+    """With a host tier, the Redis key of an entry: the same bytes a RESP client sends for it
+    (pynq_kv/limits.py: one length-tagged encoding for both). Integer and field keys have none."""
+    if isinstance(key, bytes):
+        return key
+    raise InputError(loc, "with a host tier (serve --store) entries are Redis string keys: write "
+                          "the key as bytes (utf8, hex or base64); integer and field keys have "
+                          "no Redis key (wildcard rules take them)")
+
+
+def redis_value(engine: KVEngine, value: Item, loc: Loc) -> bytes:
+    """With a host tier, the Redis string of a value: the bytes, or an integer engine's decimal
+    (what a RESP SET sends and the engine reads back as that integer)."""
+    ints = engine.value_kind == "int"
+    if isinstance(value, int) != ints:
+        raise InputError(loc, f"this engine stores {'integer' if ints else 'byte-string'} values")
+    return str(value).encode() if isinstance(value, int) else value
+
+
+def from_redis(engine: KVEngine, text: bytes) -> Item:
+    """A Redis string value as the engine's value kind shows it (an integer engine's decimals
+    as a number; anything else as the bytes)."""
+    if engine.value_kind == "int":
+        number = parse_uint(text, engine.geometry.value_width)
+        if number is not None:
+            return number
+    return text
 
 
 def item_out(item: Union[bytes, str, int]) -> Any:

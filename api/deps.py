@@ -22,6 +22,7 @@ from pynq_kv.engine import KVEngine
 from pynq_kv.latency import LatencyRecorder
 from pynq_kv.layout import FieldLayout
 from pynq_kv.appliance import Appliance
+from pynq_kv.tier import Tier
 
 from .imports import ImportJobs
 
@@ -38,6 +39,13 @@ async def get_engine(appliance: Annotated[Appliance, Depends(get_appliance)]) ->
     a slow reader must not hold reloads back)."""
     async with appliance.lease() as engine:
         yield engine
+
+
+async def get_tier(request: Request) -> Optional[Tier]:
+    """The host tier entries are written through and read through: the app's appliance's (None:
+    the engine alone, as for an app whose engine a test provides without an appliance)."""
+    appliance = request.app.state.appliance
+    return None if appliance is None else appliance.tier
 
 
 async def get_layout(appliance: Annotated[Appliance, Depends(get_appliance)]) -> Optional[FieldLayout]:
@@ -92,6 +100,7 @@ async def require_token(
 ApplianceDep = Annotated[Appliance, Depends(get_appliance)]
 EngineDep = Annotated[KVEngine, Depends(get_engine, scope="function")]
 LayoutDep = Annotated[Optional[FieldLayout], Depends(get_layout)]
+TierDep = Annotated[Optional[Tier], Depends(get_tier)]
 ImportsDep = Annotated[ImportJobs, Depends(get_imports)]
 LatenciesDep = Annotated[dict[str, LatencyRecorder], Depends(get_latencies)]
 Authorized = [Depends(require_token)]

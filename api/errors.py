@@ -7,7 +7,7 @@ the field. Other errors are ``{"detail": "message"}``.
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Any, Sequence, Union
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -22,6 +22,7 @@ from pynq_kv.errors import (
     UnknownRule,
     ValueFormatError,
 )
+from pynq_kv.tier import HostTierUnavailable, RedisRefused
 
 Loc = Sequence[Union[str, int]]
 
@@ -79,12 +80,29 @@ async def _kv_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(exc)}, status_code=status)
 
 
+async def _tier_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    """Redis (the host tier) is down: nothing was written, try again later."""
+    return JSONResponse({"detail": str(exc)}, status_code=503)
+
+
+async def _redis_refused(request: Request, exc: Exception) -> JSONResponse:
+    """Redis answered the write with an error (its text): the upstream refused it."""
+    return JSONResponse({"detail": str(exc)}, status_code=502)
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(InputError, _input_error)
     app.add_exception_handler(KVError, _kv_error)
+    app.add_exception_handler(HostTierUnavailable, _tier_unavailable)
+    app.add_exception_handler(RedisRefused, _redis_refused)
 
 
 # OpenAPI descriptions of the error statuses, for routes to pick from.
 NOT_FOUND = {404: {"model": Message, "description": "No such key, rule or import"}}
 UNAUTHORIZED = {401: {"model": Message, "description": "Missing or wrong bearer token"}}
 NO_ROOM = {507: {"model": Message, "description": "The table (or rule table) has no room"}}
+TIER: dict[Union[int, str], dict[str, Any]] = {
+    502: {"model": Message, "description": "The host tier's Redis refused the write (its error text)"},
+    503: {"model": Message, "description": "The host tier's Redis cannot be reached: nothing was "
+                                           "written"},
+}

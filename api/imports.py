@@ -3,7 +3,8 @@
 POST /v1/entries checks every line before it answers (a bad line is a 422 naming it, and nothing
 changes), then answers 202 with a job that writes the records in chunks as an asyncio task,
 yielding to the loop between chunks so Redis, memcached and REST requests keep being served.
-GET /v1/entries/imports/{id} shows its progress.
+GET /v1/entries/imports/{id} shows its progress. With a host tier each chunk is one pipeline of
+SETs to Redis (pynq_kv.tier.Tier.put_many), and the engine is filled as its cache.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import numpy as np
 from pynq_kv.bulk import BulkFormatError, read_records
 from pynq_kv.engine import KVEngine
 from pynq_kv.errors import KVError
+from pynq_kv.tier import HostTierUnavailable, RedisRefused, Tier
 
+from .codec import redis_key, redis_value
 from .errors import InputError
 
 log = logging.getLogger("pynq_kv_api.imports")
@@ -65,11 +68,12 @@ def _line_of(body: bytes, offset: int) -> int:
 
 
 async def check_file(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
-                     int_keys: bool) -> tuple[np.ndarray, np.ndarray]:
+                     int_keys: bool, byte_keys: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Raw (N, KEY_BYTES) keys and (N, VALUE_BYTES) values of every record in body.
 
     Each key and value is encoded as the engine will store it, so whatever passes here can be
     written; the first bad line raises InputError at ("body", line[, "key"|"value"]).
+    byte_keys: every key must be a byte string (a host tier's Redis keys).
     """
     try:
         text = body.decode("utf-8-sig")
@@ -89,6 +93,9 @@ async def check_file(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
             for line, key, value in batch:
                 column = "key"
                 try:
+                    if byte_keys and not isinstance(key, bytes):
+                        raise ValueError("with a host tier keys are byte strings (Redis keys), "
+                                         "not integers")
                     keys += key_format.encode(key)
                     column = "value"
                     if isinstance(value, int) != int_values:
@@ -104,6 +111,14 @@ async def check_file(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
     g = engine.geometry
     return (np.frombuffer(bytes(keys), dtype=np.uint8).reshape(-1, g.key_bytes),
             np.frombuffer(bytes(values), dtype=np.uint8).reshape(-1, g.value_bytes))
+
+
+def redis_items(engine: KVEngine, keys: np.ndarray, values: np.ndarray) -> list[tuple[bytes, bytes]]:
+    """The Redis (key, value) strings of raw rows check_file made with byte_keys, as a RESP SET
+    sends them (codec.redis_key, codec.redis_value)."""
+    return [(redis_key(engine.decode_key(key.tobytes()), ("body",)),
+             redis_value(engine, engine.decode_value(value.tobytes()), ("body",)))
+            for key, value in zip(keys, values)]
 
 
 class ImportJobs:
@@ -127,13 +142,15 @@ class ImportJobs:
         return out
 
     def start(self, engine_of: Callable[[], KVEngine], keys: np.ndarray, values: np.ndarray,
-              fmt: str, chunk: int) -> ImportJob:
+              fmt: str, chunk: int, tier: Optional[Tier] = None) -> ImportJob:
         """A running job writing keys/values into engine_of() (looked up per chunk: a reload
-        replaces the engine, and later chunks must go to the new one)."""
+        replaces the engine, and later chunks must go to the new one), or through the host
+        tier when there is one."""
         job = ImportJob(next(self._ids), fmt, len(keys))
         self._jobs[job.id] = job
-        self._tasks[job.id] = asyncio.get_running_loop().create_task(
-            self._run(job, engine_of, keys, values, chunk))
+        work = (self._run(job, engine_of, keys, values, chunk) if tier is None
+                else self._run_tiered(job, tier, engine_of, keys, values, chunk))
+        self._tasks[job.id] = asyncio.get_running_loop().create_task(work)
         self._forget_old()
         return job
 
@@ -163,6 +180,30 @@ class ImportJobs:
         except (KVError, OSError) as exc:  # e.g. a board gone away mid-import
             log.exception("import %d failed", job.id)
             job.state, job.error = "failed", str(exc) or type(exc).__name__
+        except asyncio.CancelledError:
+            job.state = "failed"
+            job.error = f"stopped at shutdown after {job.done} of {job.total} records"
+            raise
+        finally:
+            job.finished = time.time()
+            self._tasks.pop(job.id, None)
+
+    async def _run_tiered(self, job: ImportJob, tier: Tier, engine_of: Callable[[], KVEngine],
+                          keys: np.ndarray, values: np.ndarray, chunk: int) -> None:
+        """Write through the host tier, chunk records per pipeline; a chunk is acknowledged by
+        Redis before the next is sent (done counts acknowledged records)."""
+        try:
+            while job.done < len(keys):
+                start, stop = job.done, min(job.done + chunk, len(keys))
+                items = redis_items(engine_of(), keys[start:stop], values[start:stop])
+                new = await tier.put_many(items)
+                job.inserted += sum(new)
+                job.updated += len(new) - sum(new)
+                job.done = stop
+            job.state = "done"
+        except (HostTierUnavailable, RedisRefused) as exc:
+            log.error("import %d failed after %d records: %s", job.id, job.done, exc)
+            job.state, job.error = "failed", str(exc)
         except asyncio.CancelledError:
             job.state = "failed"
             job.error = f"stopped at shutdown after {job.done} of {job.total} records"

@@ -59,6 +59,21 @@ class Limits:
             return parse_uint(text, self.value_bits)
         return text if len(text) <= self.max_value else None
 
+    def strings(self, values: np.ndarray) -> list[bytes]:
+        """The Redis string of each value `KVEngine.get_batch` returned (the inverse of `value`,
+        as a RESP GET answers it): the tagged bytes, or the decimal of an integer value (an
+        integer engine's, or a raw value a front-end stored that is not length-tagged)."""
+        if values.ndim == 1:  # an integer engine of up to 64 bits: numbers already
+            return [str(v).encode() for v in values.tolist()]
+        width = values.shape[1]
+        out = []
+        for row in values:
+            raw = row.tobytes()
+            size = raw[0]
+            out.append(raw[1:1 + size] if not self.ints and size < width
+                       else str(int.from_bytes(raw, "big")).encode())
+        return out
+
     def key_rows(self, keys: list[bytes]) -> np.ndarray:
         """Raw engine keys of byte-string keys that fit (the length-tagged encoding)."""
         return tagged_rows(keys, self.engine.geometry.key_bytes)

@@ -428,6 +428,143 @@ class Tier:
             **(self.drain.stats() if self.drain is not None else {}),
         }
 
+    # -- awaitable reads and writes for the front-ends that are not RESP (memcached, admin API) --
+    # Everything goes on the shared connection `main`, like the RESP server's GETs and SETs, so
+    # these writes and fills are in Redis' order with theirs. Keys the engine cannot hold (too
+    # long) and values it cannot hold still go to Redis; they are just never filled.
+    def _main_up(self) -> Link:
+        """The shared connection, or HostTierUnavailable while Redis is down."""
+        main = self.main
+        if not self.up or main is None or main.closed:
+            raise HostTierUnavailable("host tier unavailable: Redis cannot be reached")
+        return main
+
+    async def get_many(self, keys: list[bytes]) -> list[Optional[bytes]]:
+        """Each key's string value: from the engine if it holds the key, else from Redis (which
+        fills the engine, fill_get); None for a missing key or one holding another type."""
+        answers: list[Optional[bytes]] = [None] * len(keys)
+        if not keys:
+            return answers
+        self.apply_invalidations()
+        limits = self.limits()
+        fit = [i for i, key in enumerate(keys) if len(key) <= limits.max_key]
+        if fit:
+            hit, values = limits.engine.get_batch(limits.key_rows([keys[i] for i in fit]))
+            found = [j for j, h in enumerate(hit.tolist()) if h]
+            if found:
+                for j, text in zip(found, limits.strings(values[found])):
+                    answers[fit[j]] = text
+        missing = [i for i, answer in enumerate(answers) if answer is None]
+        if missing:
+            for i, answer in zip(missing, await self.fetch_many([keys[i] for i in missing])):
+                answers[i] = answer
+        return answers
+
+    async def fetch_many(self, keys: list[bytes]) -> list[Optional[bytes]]:
+        """Each key's string value from Redis, filling the engine (for a caller that read the
+        engine itself and missed); None for a missing key or one holding another type."""
+        if not keys:
+            return []
+        main = self._main_up()
+        loop = asyncio.get_running_loop()
+        futures = []
+        for key in keys:
+            future: asyncio.Future = loop.create_future()
+            for payload, handler in self.fill_get(key, _resolver(future)):
+                main.send(payload, handler)
+            futures.append(future)
+        self.stats.forwarded += len(keys)
+        replies = await asyncio.gather(*futures)
+        _check(main, [r for r in replies if not r.startswith(b"-WRONGTYPE")])
+        return [bulk_value(reply) for reply in replies]
+
+    async def set_many(self, items: list[tuple[bytes, bytes]]) -> None:
+        """SET each (key, value) in Redis; each enters the engine once Redis acknowledged it
+        (a fill). Returns when Redis acknowledged every SET; HostTierUnavailable if Redis is
+        down (nothing was sent) or went away meanwhile, RedisRefused if Redis refused one."""
+        await self._set(items, new=False)
+
+    async def put_many(self, items: list[tuple[bytes, bytes]]) -> list[bool]:
+        """set_many, and for each item whether Redis held no such key before (an EXISTS sent
+        just before its SET on the same connection: another client may write in between)."""
+        return await self._set(items, new=True)
+
+    async def _set(self, items: list[tuple[bytes, bytes]], new: bool) -> list[bool]:
+        if not items:
+            return []
+        main = self._main_up()
+        self.invalidate([key for key, _ in items])
+        loop = asyncio.get_running_loop()
+        existed: list[asyncio.Future] = []
+        stored: list[asyncio.Future] = []
+        for key, value in items:
+            if new:
+                future: asyncio.Future = loop.create_future()
+                main.send(encode_command([b"EXISTS", key]), _resolver(future))
+                existed.append(future)
+            ticket = self.ticket()
+            done: asyncio.Future = loop.create_future()
+
+            def settle(reply: bytes, ticket: int = ticket, key: bytes = key, value: bytes = value,
+                       done: asyncio.Future = done) -> None:
+                self.settle(ticket, key, value if reply == _OK else None)
+                if not done.done():  # its awaiter may have been cancelled
+                    done.set_result(reply)
+
+            main.send(encode_command([b"SET", key, value]), settle)
+            stored.append(done)
+        self.stats.forwarded += len(items)
+        _check(main, await asyncio.gather(*stored))
+        return [reply == b":0\r\n" for reply in await asyncio.gather(*existed)]
+
+    async def delete_many(self, keys: list[bytes]) -> int:
+        """DEL keys in Redis (they leave the engine when sent); how many existed."""
+        return sum(await self.delete_each(keys))
+
+    async def delete_each(self, keys: list[bytes]) -> list[bool]:
+        """DEL each key in Redis, one command each (they leave the engine when sent): whether
+        each existed."""
+        if not keys:
+            return []
+        main = self._main_up()
+        self.invalidate(keys)
+        loop = asyncio.get_running_loop()
+        futures = []
+        for key in keys:
+            future: asyncio.Future = loop.create_future()
+            main.send(encode_command([b"DEL", key]), _resolver(future))
+            futures.append(future)
+        self.stats.forwarded += len(keys)
+        replies = await asyncio.gather(*futures)
+        _check(main, replies)
+        return [reply == b":1\r\n" for reply in replies]
+
+
+class RedisRefused(Exception):
+    """Redis answered a request with an error (its text is the message)."""
+
+
+_OK = b"+OK\r\n"
+
+
+def _resolver(future: asyncio.Future) -> Callable[[bytes], None]:
+    """A reply handler that resolves future (unless its awaiter was cancelled meanwhile)."""
+    def resolve(reply: bytes) -> None:
+        if not future.done():
+            future.set_result(reply)
+    return resolve
+
+
+def _check(link: Link, replies: Sequence[bytes]) -> None:
+    """Raise for the first error reply: HostTierUnavailable when link went away before Redis
+    answered (the link's own error stands for the reply), else RedisRefused with Redis' text."""
+    for reply in replies:
+        if reply[:1] == b"-":
+            text = reply[1:].strip().decode("latin-1")
+            if link.closed:
+                raise HostTierUnavailable(f"host tier unavailable: Redis cannot be reached ({text})")
+            raise RedisRefused(f"Redis refused the request: {text}")
+
 
 def handler_with_value(handler: Callable[[bytes], None], box: list) -> Callable[[bytes], None]:
     """A GET reply handler that also keeps the string it returned (None for anything else)."""
@@ -437,4 +574,4 @@ def handler_with_value(handler: Callable[[bytes], None], box: list) -> Callable[
     return got
 
 
-__all__ = ["HostTierUnavailable", "INVALIDATE_CHANNEL", "Tier", "TierStats"]
+__all__ = ["HostTierUnavailable", "INVALIDATE_CHANNEL", "RedisRefused", "Tier", "TierStats"]

@@ -11,9 +11,17 @@ from fastapi.responses import StreamingResponse
 from pynq_kv.bulk import csv_header, format_record, text_to_bytes
 from pynq_kv.errors import TableFull
 
-from ..codec import KeyEncodingQuery, engine_key, engine_value, item_out
-from ..deps import ApplianceDep, Authorized, EngineDep, ImportsDep, LayoutDep
-from ..errors import NO_ROOM, NOT_FOUND, UNAUTHORIZED, InputError
+from ..codec import (
+    KeyEncodingQuery,
+    engine_key,
+    engine_value,
+    from_redis,
+    item_out,
+    redis_key,
+    redis_value,
+)
+from ..deps import ApplianceDep, Authorized, EngineDep, ImportsDep, LayoutDep, TierDep
+from ..errors import NO_ROOM, NOT_FOUND, TIER, UNAUTHORIZED, InputError
 from ..imports import check_file
 from ..models import (
     BulkFormat,
@@ -72,6 +80,7 @@ async def _export(snapshot: Snapshot, fmt: str, encoding: str) -> AsyncIterator[
                                  "text/csv": {"schema": {"type": "string"}}}}})
 async def list_entries(
     engine: EngineDep,
+    tier: TierDep,
     cursor: int = Query(0, ge=0, description="slot number to continue from (next_cursor)"),
     limit: int = Query(100, ge=1, le=1000),
     prefix: str = Query("", description="only byte-string keys starting with these bytes"),
@@ -83,8 +92,11 @@ async def list_entries(
     """Entries in slot order, a page at a time; or the whole table as NDJSON or CSV.
 
     A page may hold fewer than `limit` entries (a page scans at most 16384 slots); keep going
-    while next_cursor is not null. Exports are the table as it was when the request came.
+    while next_cursor is not null. Exports are the table as it was when the request came. With
+    a host tier this is the engine's table: the hot keys, not all of Redis.
     """
+    if tier is not None:
+        tier.apply_invalidations()
     wanted = _prefix(prefix, encoding)
     if fmt is ListFormat.json:
         found, following = scan(engine, cursor, limit, wanted)
@@ -118,7 +130,7 @@ def _import_format(request: Request, fmt: Optional[BulkFormat]) -> str:
 
 @router.post(
     "", status_code=202, response_model=ImportJobPublic, dependencies=Authorized,
-    responses={**UNAUTHORIZED, 413: {"description": "File too large"},
+    responses={**UNAUTHORIZED, **TIER, 413: {"description": "File too large"},
                415: {"description": "Unknown file format"}},
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/x-ndjson": {"schema": {"type": "string"},
@@ -143,12 +155,16 @@ async def import_entries(
     nothing is written. Otherwise 202 with the job (Location: its URL), which writes the records
     in chunks; keys that find no room are counted in `failed`, the others are stored. A body
     over the import limit (256 MiB by default) is 413 before it is read.
+
+    With a host tier the records are written to Redis (a pipeline of SETs per chunk; `inserted`
+    counts keys Redis did not hold) and enter the engine as a cache; keys must be byte strings.
     """
     fmt_name = _import_format(request, fmt)
     body = await _read_body(request)
+    tier = appliance.tier
     keys, values = await check_file(appliance.engine, body, fmt_name, encoding=encoding.value,
-                                    int_keys=int_keys)
-    job = jobs.start(lambda: appliance.engine, keys, values, fmt_name, chunk_size)
+                                    int_keys=int_keys, byte_keys=tier is not None)
+    job = jobs.start(lambda: appliance.engine, keys, values, fmt_name, chunk_size, tier=tier)
     response.headers["Location"] = str(request.url_for("get_import", job_id=job.id).path)
     return ImportJobPublic(**job.public())
 
@@ -169,12 +185,17 @@ async def get_import(job_id: int, jobs: ImportsDep) -> ImportJobPublic:
     return ImportJobPublic(**job.public())
 
 
-@router.get("/{key:path}", response_model=EntryPublic, responses=NOT_FOUND)
-async def get_entry(key: str, engine: EngineDep, layout: LayoutDep,
+@router.get("/{key:path}", response_model=EntryPublic, responses={**NOT_FOUND, 503: TIER[503]})
+async def get_entry(key: str, engine: EngineDep, layout: LayoutDep, tier: TierDep,
                     encoding: KeyEncoding = KeyEncodingQuery) -> EntryPublic:
-    """The value stored under key in the exact table (a GET: counts as a lookup)."""
+    """The value stored under key in the exact table (a GET: counts as a lookup); with a host
+    tier, from Redis when the engine does not hold it (which fills the engine)."""
     k = engine_key(engine, key, encoding, layout)
-    value = engine.get(k)
+    if tier is not None and isinstance(k, bytes):
+        text = (await tier.get_many([k]))[0]
+        value = None if text is None else from_redis(engine, text)
+    else:
+        value = engine.get(k)
     if value is None:
         raise HTTPException(404, f"no entry for key {key!r}")
     return EntryPublic(key=item_out(k), value=item_out(value))
@@ -182,27 +203,38 @@ async def get_entry(key: str, engine: EngineDep, layout: LayoutDep,
 
 @router.put("/{key:path}", response_model=EntryWritten, dependencies=Authorized,
             responses={201: {"model": EntryWritten, "description": "A new key"},
-                       **UNAUTHORIZED, **NO_ROOM})
+                       **UNAUTHORIZED, **NO_ROOM, **TIER})
 async def put_entry(key: str, body: EntryUpdate, response: Response, engine: EngineDep,
-                    layout: LayoutDep, encoding: KeyEncoding = KeyEncodingQuery) -> EntryWritten:
-    """Store a value under key: 201 for a new key, 200 for an update, 507 if there is no room."""
+                    layout: LayoutDep, tier: TierDep,
+                    encoding: KeyEncoding = KeyEncodingQuery) -> EntryWritten:
+    """Store a value under key: 201 for a new key, 200 for an update, 507 if there is no room.
+
+    With a host tier the value is written to Redis and the answer comes once Redis acknowledged
+    it (201: Redis did not hold the key); the engine is filled as its cache, never 507."""
     k = engine_key(engine, key, encoding, layout)
     value = engine_value(engine, body.value, ("body", "value"))
-    try:
-        created = engine.set(k, value)
-    except TableFull as exc:
-        raise HTTPException(507, str(exc)) from None
+    if tier is not None:
+        item = (redis_key(k), redis_value(engine, value, ("body", "value")))
+        created = (await tier.put_many([item]))[0]
+    else:
+        try:
+            created = engine.set(k, value)
+        except TableFull as exc:
+            raise HTTPException(507, str(exc)) from None
     response.status_code = 201 if created else 200
     return EntryWritten(key=item_out(k), value=item_out(value), created=created)
 
 
 @router.delete("/{key:path}", status_code=204, dependencies=Authorized,
-               responses={**NOT_FOUND, **UNAUTHORIZED})
-async def delete_entry(key: str, engine: EngineDep, layout: LayoutDep,
+               responses={**NOT_FOUND, **UNAUTHORIZED, **TIER})
+async def delete_entry(key: str, engine: EngineDep, layout: LayoutDep, tier: TierDep,
                        encoding: KeyEncoding = KeyEncodingQuery) -> Response:
-    """Remove key from the exact table (404 if it was not there)."""
+    """Remove key from the exact table (404 if it was not there); with a host tier from Redis
+    (404 if Redis did not hold it), answered once Redis acknowledged it."""
     k = engine_key(engine, key, encoding, layout)
-    if not engine.delete(k):
+    deleted = (await tier.delete_many([redis_key(k)]) if tier is not None
+               else engine.delete(k))
+    if not deleted:
         raise HTTPException(404, f"no entry for key {key!r}")
     return Response(status_code=204)
 

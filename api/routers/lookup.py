@@ -7,12 +7,13 @@ from typing import Any, Optional
 from fastapi import APIRouter
 
 from pynq_kv.bulk import item_to_json
-from pynq_kv.engine import KVEngine
+from pynq_kv.engine import KVEngine, LookupResult
 from pynq_kv.errors import KeyFormatError
 from pynq_kv.layout import FieldLayout
 
-from ..codec import KeyEncodingQuery, engine_key, item_out, raw_hex
-from ..deps import EngineDep, LayoutDep
+from ..codec import KeyEncodingQuery, engine_key, from_redis, item_out, raw_hex
+from ..deps import EngineDep, LayoutDep, TierDep
+from ..errors import TIER
 from ..models import KeyEncoding, LookupPublic, RuleCandidate
 from .rules import rule_public
 
@@ -54,16 +55,24 @@ def _explain(kind: str, candidates: list[RuleCandidate]) -> str:
     return text
 
 
-@router.get("/{key:path}", response_model=LookupPublic)
-async def lookup(key: str, engine: EngineDep, layout: LayoutDep,
+@router.get("/{key:path}", response_model=LookupPublic, responses={503: TIER[503]})
+async def lookup(key: str, engine: EngineDep, layout: LayoutDep, tier: TierDep,
                  encoding: KeyEncoding = KeyEncodingQuery) -> LookupPublic:
     """A full LOOKUP (exact entry, else best rule, else miss), as the data plane does it.
 
     It is a real engine lookup: it counts in lookups and hits. `candidates` lists every rule
-    matching the key, best first, so a rule that loses is visible too.
+    matching the key, best first, so a rule that loses is visible too. With a host tier, a
+    byte-string key the engine does not hold but Redis does is an exact hit with Redis' value
+    (and fills the engine), as the RESP and memcached front-ends answer it.
     """
     k = engine_key(engine, key, encoding, layout)
+    if tier is not None:
+        tier.apply_invalidations()
     result = engine.lookup(k)
+    if tier is not None and result.kind != "exact" and isinstance(k, bytes):
+        text = (await tier.fetch_many([k]))[0]
+        if text is not None:
+            result = LookupResult("exact", from_redis(engine, text))
     raw_text = raw_hex(engine, k)
     raw = int(raw_text, 16)
     candidates = _candidates(engine, raw, result.rule_id)

@@ -51,6 +51,7 @@ class Status(IntEnum):
     UNKNOWN_COMMAND = 0x0081
     OUT_OF_MEMORY = 0x0082
     BUSY = 0x0085  # memcached's EBUSY; pynq-kv: the reply exceeds the UDP budget (frontend.md §10)
+    TEMPORARY_FAILURE = 0x0086  # memcached's ETMPFAIL; pynq-kv: the host tier's Redis failed
 
 
 # Fixed error bodies, the same strings memcached 1.6 sends (frontend.md §5).
@@ -63,6 +64,7 @@ STATUS_MESSAGES = {
     Status.UNKNOWN_COMMAND: b"Unknown command",
     Status.OUT_OF_MEMORY: b"Out of memory",
     Status.BUSY: b"Use TCP",  # pynq-kv's own (frontend.md §10)
+    Status.TEMPORARY_FAILURE: b"Temporary failure",  # with a host tier: its text (docs/hosttier.md)
 }
 
 QUIET_OPCODES = frozenset({Opcode.GETQ, Opcode.GETKQ, Opcode.SETQ, Opcode.DELETEQ})

@@ -51,6 +51,11 @@ class BoardBridge(UdpServer):
         self.counters["tx_datagrams"] += len(replies)
         return replies
 
+    def tier(self) -> None:
+        """None: the board's RTL data plane answers every datagram itself (its writes reach a
+        host tier through the engine's change log, not through this bridge)."""
+        return None
+
     def stats(self) -> dict[str, Any]:
         bridge = {name: self.counters[name] for name in
                   ("drop_not_ipv4", "rx_datagrams", "tx_datagrams", "drop_over_mtu",

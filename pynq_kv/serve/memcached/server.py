@@ -5,6 +5,12 @@ it is the reference model the RTL front-end is compared with. `start_udp_server`
 asyncio UDP socket for the appliance, so the data plane works without a board. A datagram is
 parsed, planned into runs of one engine operation, run and rendered by `serve.batch.Pipeline`,
 the batching both servers share; `serve.batch.Limits` checks its keys and values.
+
+With a host tier (`appliance.tier`, a Redis behind the engine) the same plan runs through it
+instead (`handle_datagram_tiered`, docs/hosttier.md "Every front-end writes through"): gets read
+the engine, then Redis for its misses; sets and deletes go to Redis and are answered once Redis
+acknowledged them. The datagram's replies are sent when Redis has answered; the checks and the
+replies are the same bytes as without a tier.
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from ...net.text import (
 from ...net.udpframe import FRAME_HEADER_LEN, MAX_DATAGRAM, FrameHeader
 from ...admission import Admission, AdmissionError, admission_from_options, admit
 from ...limits import Limits
+from ...tier import HostTierUnavailable, RedisRefused, Tier
 from ..batch import Pipeline
 
 log = logging.getLogger("pynq_kv.serve.memcached")
@@ -74,13 +81,41 @@ DATAGRAM_COUNTERS = ("rx_datagrams", "drop_short", "drop_multi_datagram", "serve
 # in that order.
 GUARD_COUNTERS = ("drop_denied", "budget_exceeded")
 ERROR_STATUSES = frozenset({Status.VALUE_TOO_LARGE, Status.INVALID_ARGUMENTS,
-                            Status.UNKNOWN_COMMAND, Status.OUT_OF_MEMORY, Status.BUSY})
+                            Status.UNKNOWN_COMMAND, Status.OUT_OF_MEMORY, Status.BUSY,
+                            Status.TEMPORARY_FAILURE})
 UDP_RECV_BUFFER = 4 << 20  # loopback bursts from load generators overflow the default buffer
+# With a host tier: datagrams waiting for Redis at most; more are dropped (counted in
+# drop_tier_busy), as a full socket buffer would drop them, so a flood cannot queue without bound.
+TIER_MAX_PENDING = 4096
 
 Counters = Counter  # counter name -> count; missing names read 0
 
 
 Render = Callable[[Any], Optional[bytes]]  # an engine answer -> the reply (None: no reply)
+
+
+class _Failure:
+    """The answer of a request the host tier could not serve as asked: a Redis value longer than
+    this front-end carries, or Redis down or refusing (every request of that run gets it)."""
+
+    __slots__ = ("status", "body", "line")
+
+    def __init__(self, status: int, body: bytes, line: bytes) -> None:
+        self.status = status  # binary status, with body as the message
+        self.body = body
+        self.line = line  # the text protocol's reply
+
+    def response(self, opcode: int, opaque: int) -> bytes:
+        return Response(opcode, self.status, value=self.body, opaque=opaque).encode()
+
+
+# A value in Redis longer than a SET through this front-end may store (VALUE_W/8 - 1 bytes).
+_TOO_LARGE = _Failure(Status.VALUE_TOO_LARGE, b"Too large.", R_TOOLARGE)
+
+
+def _tier_failure(exc: Exception) -> _Failure:
+    text = str(exc).encode("utf-8", "replace").replace(b"\r", b" ").replace(b"\n", b" ")
+    return _Failure(Status.TEMPORARY_FAILURE, text, b"SERVER_ERROR %s\r\n" % text)
 
 
 class _TextValues:
@@ -96,6 +131,9 @@ class _TextValues:
 
     def render(self, answers: list[Any]) -> list[bytes]:
         wire_value = self.wire.wire_value
+        if self.wire.tiered:  # a key's failure stands in its VALUE unit's place
+            return [raw.line if raw.__class__ is _Failure else value_unit(key, raw)
+                    for key, raw in zip(self.keys, answers, strict=True) if raw is not None]
         return [value_unit(key, wire_value(raw))
                 for key, raw in zip(self.keys, answers, strict=True) if raw is not None]
 
@@ -107,17 +145,37 @@ _Item = Union[bytes, Render, _TextValues]
 class _Wire:
     """The engine's limits and encodings as this front-end uses them (frontend.md §4.3)."""
 
+    tiered = False
+
     def __init__(self, engine: KVEngine) -> None:
         self.limits = Limits(engine)
         self.key_bytes = engine.geometry.key_bytes
         self.value_bytes = engine.geometry.value_bytes
         self.max_value = self.value_bytes - 1
-        self.raw_value = engine.value_format.encode
+        self.raw_value: Callable[[bytes], Any] = engine.value_format.encode
 
     def wire_value(self, raw: bytes) -> bytes:
         """A raw value as the wire shows it: the tagged bytes, or all of it if not tagged."""
         length = raw[0]
         return raw[1:1 + length] if length <= self.max_value else raw
+
+
+def _as_is(data: Any) -> Any:
+    return data
+
+
+class _TierWire(_Wire):
+    """The same limits with a host tier, where values travel as the bytes Redis holds: a SET's
+    value is its data, and answers are already wire values (_run_tiered converts the engine's)."""
+
+    tiered = True
+
+    def __init__(self, engine: KVEngine) -> None:
+        super().__init__(engine)
+        self.raw_value = _as_is
+
+    def wire_value(self, raw: bytes) -> bytes:
+        return raw
 
 
 def _rows(items: list[bytes], width: int) -> np.ndarray:
@@ -226,6 +284,8 @@ def _plan_binary_request(pipe: Pipeline[_Item], request: Request, wire: _Wire) -
 
         def render_get(result: Any) -> Optional[bytes]:
             if result is not None:
+                if result.__class__ is _Failure:
+                    return result.response(opcode, opaque)
                 return Response(opcode, key=echo, extras=_FLAGS_ZERO,
                                 value=wire.wire_value(result), opaque=opaque).encode()
             if quiet:
@@ -237,6 +297,8 @@ def _plan_binary_request(pipe: Pipeline[_Item], request: Request, wire: _Wire) -
         pipe.add("get", render_get, key)
     elif opcode in _SETS:
         def render_set(result: Any) -> Optional[bytes]:
+            if result.__class__ is _Failure:
+                return result.response(opcode, opaque)
             if result == SetStatus.FULL:
                 return error_response(opcode, Status.OUT_OF_MEMORY, opaque).encode()
             return None if quiet else Response(opcode, opaque=opaque).encode()
@@ -244,6 +306,8 @@ def _plan_binary_request(pipe: Pipeline[_Item], request: Request, wire: _Wire) -
         pipe.add("set", render_set, key, wire.raw_value(request.value))
     elif opcode in _DELETES:
         def render_delete(result: Any) -> Optional[bytes]:
+            if result.__class__ is _Failure:
+                return result.response(opcode, opaque)
             if not result:
                 return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
             return None if quiet else Response(opcode, opaque=opaque).encode()
@@ -251,6 +315,8 @@ def _plan_binary_request(pipe: Pipeline[_Item], request: Request, wire: _Wire) -
         pipe.add("del", render_delete, key)
     else:  # MATCH
         def render_match(result: Any) -> Optional[bytes]:
+            if result.__class__ is _Failure:
+                return result.response(opcode, opaque)
             kind, raw, entry = result
             if kind == MatchKind.MISS:
                 return error_response(opcode, Status.KEY_NOT_FOUND, opaque).encode()
@@ -314,6 +380,8 @@ def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counte
                 pipe.ready(R_BADCHUNK)
             else:
                 def render_stored(result: Any, noreply: bool = command.noreply) -> Optional[bytes]:
+                    if result.__class__ is _Failure:
+                        return result.line
                     if result == SetStatus.FULL:
                         return R_NOMEM
                     return None if noreply else STORED
@@ -327,6 +395,8 @@ def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counte
                 continue
 
             def render_deleted(result: Any, noreply: bool = command.noreply) -> Optional[bytes]:
+                if result.__class__ is _Failure:
+                    return result.line
                 if noreply:
                     return None
                 return DELETED if result else NOT_FOUND
@@ -340,35 +410,25 @@ def _count_errors(replies: list[bytes], binary: bool) -> int:
     return sum(is_error(r) for r in replies)
 
 
-def handle_datagram(engine: KVEngine, payload: bytes, counters: Optional[Counters] = None,
-                    budget: int = 0) -> list[bytes]:
-    """The reply UDP payloads (frame header included) for one request payload, in order.
-
-    Runs the datagram's engine operations on engine and adds to counters (frontend.md §8).
-    budget is the multiplier M of frontend.md §10: the replies total at most M times the
-    payload's bytes, past which one budget reply stands for the rest; 0 = no budget.
-    """
-    counters = Counter() if counters is None else counters
+def _open(payload: bytes, counters: Counters) -> Optional[tuple[FrameHeader, bytes]]:
+    """The frame header and body of a datagram to serve, counted (frontend.md §3); None: no
+    reply (dropped, or an empty body)."""
     counters["rx_datagrams"] += 1
     if len(payload) < FRAME_HEADER_LEN:
         counters["drop_short"] += 1
-        return []
+        return None
     header = FrameHeader.unpack(payload)
     if header.total != 1:
         counters["drop_multi_datagram"] += 1
-        return []
+        return None
     counters["served"] += 1
     body = bytes(payload[FRAME_HEADER_LEN:])
-    if not body:
-        return []
-    wire = _Wire(engine)
-    binary = body[0] == 0x80
-    replies: list[bytes] = []
-    # Replies answered without the engine join the current run: they do not touch the table,
-    # so batching across them keeps the sequential meaning.
-    pipe: Pipeline[_Item] = Pipeline(_runner(engine, wire), _renderer(replies))
-    (_plan_binary if binary else _plan_text)(pipe, body, wire, counters)
-    pipe.flush()
+    return (header, body) if body else None
+
+
+def _close(header: FrameHeader, replies: list[bytes], binary: bool, payload: bytes,
+           counters: Counters, budget: int) -> list[bytes]:
+    """The reply datagrams of a datagram's replies: the budget applied, counted, packed."""
     if budget:
         kept = _within_budget(replies, budget * len(payload))
         if len(kept) < len(replies):
@@ -381,6 +441,83 @@ def handle_datagram(engine: KVEngine, payload: bytes, counters: Optional[Counter
     return datagrams
 
 
+def handle_datagram(engine: KVEngine, payload: bytes, counters: Optional[Counters] = None,
+                    budget: int = 0) -> list[bytes]:
+    """The reply UDP payloads (frame header included) for one request payload, in order.
+
+    Runs the datagram's engine operations on engine and adds to counters (frontend.md §8).
+    budget is the multiplier M of frontend.md §10: the replies total at most M times the
+    payload's bytes, past which one budget reply stands for the rest; 0 = no budget.
+    """
+    counters = Counter() if counters is None else counters
+    opened = _open(payload, counters)
+    if opened is None:
+        return []
+    header, body = opened
+    wire = _Wire(engine)
+    binary = body[0] == 0x80
+    replies: list[bytes] = []
+    # Replies answered without the engine join the current run: they do not touch the table,
+    # so batching across them keeps the sequential meaning.
+    pipe: Pipeline[_Item] = Pipeline(_runner(engine, wire), _renderer(replies))
+    (_plan_binary if binary else _plan_text)(pipe, body, wire, counters)
+    pipe.flush()
+    return _close(header, replies, binary, payload, counters, budget)
+
+
+async def handle_datagram_tiered(tier: Tier, payload: bytes, counters: Optional[Counters] = None,
+                                 budget: int = 0) -> list[bytes]:
+    """handle_datagram with a host tier: the same plan, each run through the tier in order
+    (awaiting Redis), so the datagram means the same as its requests one after another."""
+    counters = Counter() if counters is None else counters
+    opened = _open(payload, counters)
+    if opened is None:
+        return []
+    header, body = opened
+    engine = tier.appliance.engine
+    wire = _TierWire(engine)
+    binary = body[0] == 0x80
+    runs: list[tuple[str, list[_Item], Optional[tuple[list[bytes], list[bytes]]]]] = []
+    # Planned first, every run recorded (the pipeline empties its lists), then run in order.
+    pipe: Pipeline[_Item] = Pipeline(lambda kind, keys, values: (list(keys), list(values)),
+                                     lambda kind, items, batch: runs.append((kind, list(items), batch)))
+    (_plan_binary if binary else _plan_text)(pipe, body, wire, counters)
+    pipe.flush()
+    replies: list[bytes] = []
+    render = _renderer(replies)
+    for kind, items, batch in runs:
+        render(kind, items, None if batch is None else await _run_tiered(tier, kind, *batch))
+    return _close(header, replies, binary, payload, counters, budget)
+
+
+async def _run_tiered(tier: Tier, kind: str, keys: list[bytes], values: list[bytes]) -> list[Any]:
+    """One run through the host tier: its answers as the renderers take them, with wire
+    values (a _Failure for each request of a run Redis could not serve)."""
+    wire = _Wire(tier.appliance.engine)
+    try:
+        if kind == "get":
+            return [_TOO_LARGE if text is not None and len(text) > wire.max_value else text
+                    for text in await tier.get_many(keys)]
+        if kind == "set":
+            await tier.set_many(list(zip(keys, values)))
+            return [None] * len(keys)  # stored (never FULL: the engine is a cache)
+        if kind == "del":
+            return await tier.delete_each(keys)
+        # MATCH: the engine's exact entries and rules; a key only Redis holds is an exact hit
+        tier.apply_invalidations()
+        answers = [(k, wire.wire_value(raw), e) for k, raw, e in
+                   _runner(tier.appliance.engine, wire)("lookup", keys, [])]
+        others = [i for i, answer in enumerate(answers) if answer[0] != MatchKind.EXACT]
+        if others:
+            for i, text in zip(others, await tier.fetch_many([keys[i] for i in others])):
+                if text is not None:
+                    answers[i] = (_TOO_LARGE if len(text) > wire.max_value  # type: ignore[assignment]
+                                  else (int(MatchKind.EXACT), text, 0))
+        return answers
+    except (HostTierUnavailable, RedisRefused) as exc:
+        return [_tier_failure(exc)] * len(keys)
+
+
 def handle_datagram_from(engine: KVEngine, payload: bytes, source: str, admission: Admission,
                          counters: Optional[Counters] = None) -> list[bytes]:
     """handle_datagram behind the admission table: the whole software data plane (§10).
@@ -389,11 +526,17 @@ def handle_datagram_from(engine: KVEngine, payload: bytes, source: str, admissio
     drop_denied only (it never reaches §3) and gets no reply.
     """
     counters = Counter() if counters is None else counters
+    budget = _admitted(admission, source, counters)
+    return [] if budget is None else handle_datagram(engine, payload, counters, budget)
+
+
+def _admitted(admission: Admission, source: str, counters: Counters) -> Optional[int]:
+    """The reply budget of a datagram from source, or None (counted) if it is denied."""
     allowed, budget = admit(admission, source)
     if not allowed:
         counters["drop_denied"] += 1
-        return []
-    return handle_datagram(engine, payload, counters, budget)
+        return None
+    return budget
 
 
 def _within_budget(replies: list[bytes], limit: int) -> list[bytes]:
@@ -457,6 +600,13 @@ class _Protocol(asyncio.DatagramProtocol):
         """Answer one datagram; its latency is from here to the last reply's sendto returning."""
         start = perf_counter()
         server = self.server
+        tier = server.tier()
+        if tier is not None:  # the replies wait for Redis: answered by a task
+            if len(server.pending) >= TIER_MAX_PENDING:
+                server.counters["drop_tier_busy"] += 1
+                return
+            server.spawn(self._answer_tiered(tier, data, addr, start))
+            return
         try:
             replies = server.handle(data, addr)
         except Exception:  # a backend failure must not stop the front-end serving others
@@ -464,6 +614,20 @@ class _Protocol(asyncio.DatagramProtocol):
             log.exception("memcached/UDP: datagram from %s failed", addr)
             return
         assert self.transport is not None
+        for reply in replies:
+            self.transport.sendto(reply, addr)
+        server.latency.observe(perf_counter() - start)
+
+    async def _answer_tiered(self, tier: Tier, data: bytes, addr: Any, start: float) -> None:
+        server = self.server
+        try:
+            replies = await server.handle_tiered(tier, data, addr)
+        except Exception:  # as datagram_received: one datagram's failure stops nothing else
+            server.counters["internal_errors"] += 1
+            log.exception("memcached/UDP: datagram from %s failed", addr)
+            return
+        if self.transport is None or self.transport.is_closing():
+            return
         for reply in replies:
             self.transport.sendto(reply, addr)
         server.latency.observe(perf_counter() - start)
@@ -482,6 +646,7 @@ class UdpServer:
         self.counters: Counters = Counter()
         self.latency = LatencyRecorder()  # one observation per datagram answered
         self._transport: Optional[asyncio.DatagramTransport] = None
+        self.pending: set[asyncio.Task] = set()  # datagrams waiting for the host tier
 
     @property
     def port(self) -> int:
@@ -493,14 +658,39 @@ class UdpServer:
         return handle_datagram_from(self.appliance.engine, data, addr[0], self.admission,
                                     self.counters)
 
+    def tier(self) -> Optional[Tier]:
+        """The host tier requests go through (appliance.tier), None to answer from the engine
+        alone."""
+        return self.appliance.tier
+
+    async def handle_tiered(self, tier: Tier, data: bytes, addr: Any) -> list[bytes]:
+        """handle with a host tier: the reply datagrams once Redis has answered."""
+        budget = _admitted(self.admission, addr[0], self.counters)
+        if budget is None:
+            return []
+        return await handle_datagram_tiered(tier, data, self.counters, budget)
+
+    def spawn(self, work: Any) -> None:
+        """Run work as a task this server holds (and cancels at close)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
     def stats(self) -> dict[str, int]:
-        """The counters of frontend.md §8 and §10 this layer keeps, plus internal_errors."""
+        """The counters of frontend.md §8 and §10 this layer keeps, plus internal_errors (and
+        with a host tier drop_tier_busy)."""
         out = {name: self.counters[name] for name in GUARD_COUNTERS + DATAGRAM_COUNTERS}
         out["internal_errors"] = self.counters["internal_errors"]
+        if self.appliance.tier is not None:
+            out["drop_tier_busy"] = self.counters["drop_tier_busy"]
         return out
 
     async def close(self) -> None:
         self.appliance.unregister_frontend("udp")
+        for task in list(self.pending):
+            task.cancel()
+        if self.pending:
+            await asyncio.wait(list(self.pending))
         if self._transport is not None:
             self._transport.close()
             self._transport = None

@@ -1,0 +1,447 @@
+"""Every front-end writes through the host tier (issue 15 item 6): the Tier's awaitable API,
+the memcached UDP server and the admin REST API, each against a real redis-server on loopback.
+
+For each: a write through it is visible to a plain redis-py client on Redis; a key written
+straight into Redis is read through it (and filled into the engine); a key changed in Redis
+after it was filled is read anew (invalidation); with Redis down the request fails clearly and
+nothing is acknowledged.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Any, Callable
+
+import pytest
+
+from resp_helpers import HAVE_REDIS, PynqServer, RedisServer
+
+pytestmark = pytest.mark.skipif(not HAVE_REDIS, reason="needs Debian's redis-server")
+
+WAIT = 5.0
+
+
+def eventually(check: Callable[[], Any], timeout: float = WAIT) -> Any:
+    """check() until it is truthy (fills and invalidations arrive a round trip later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.01)
+
+
+@pytest.fixture(scope="module")
+def redis_server():
+    server = RedisServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def tiered(redis_server):
+    import redis
+
+    direct = redis.Redis(port=redis_server.port)
+    direct.flushall()
+    srv = PynqServer(redis=redis_server)
+    yield srv, direct
+    srv.stop()
+    direct.close()
+
+
+def engine_get(srv: PynqServer, key: bytes) -> Any:
+    return srv.on_loop(lambda: srv.appliance.engine.get(key))
+
+
+# -- the Tier's awaitable API -------------------------------------------------------------------
+
+def test_tier_set_many_writes_redis_then_fills_the_engine(tiered):
+    srv, direct = tiered
+    srv.run(srv.tier.set_many([(b"k1", b"v1"), (b"k2", b"v2")]))
+    assert direct.mget("k1", "k2") == [b"v1", b"v2"]
+    assert eventually(lambda: engine_get(srv, b"k1") == b"v1" and engine_get(srv, b"k2") == b"v2")
+    long_key, long_value = b"x" * 100, b"y" * 100  # more than the engine holds: Redis only
+    srv.run(srv.tier.set_many([(long_key, b"v"), (b"k3", long_value)]))
+    assert direct.get(long_key) == b"v" and direct.get("k3") == long_value
+    assert srv.run(srv.tier.get_many([long_key, b"k3"])) == [b"v", long_value]
+    assert engine_get(srv, b"k3") is None
+
+
+def test_tier_get_many_reads_redis_fills_and_follows_changes(tiered):
+    srv, direct = tiered
+    direct.set("r1", "from-redis")
+    assert srv.run(srv.tier.get_many([b"r1", b"nope"])) == [b"from-redis", None]
+    assert eventually(lambda: engine_get(srv, b"r1") == b"from-redis")
+    direct.set("r1", "changed")  # behind pynq-kv's back: the invalidation takes it out
+    assert eventually(lambda: srv.run(srv.tier.get_many([b"r1"])) == [b"changed"])
+    direct.rpush("alist", "x")  # another type reads as missing
+    assert srv.run(srv.tier.get_many([b"alist"])) == [None]
+
+
+def test_tier_delete_and_put_many_report_what_redis_held(tiered):
+    srv, direct = tiered
+    direct.set("d1", "x")
+    assert srv.run(srv.tier.put_many([(b"d1", b"y"), (b"d2", b"z")])) == [False, True]
+    assert eventually(lambda: engine_get(srv, b"d2") == b"z")
+    assert srv.run(srv.tier.delete_many([b"d1", b"d2", b"d3"])) == 2
+    assert direct.exists("d1", "d2") == 0
+    assert engine_get(srv, b"d2") is None
+
+
+def test_tier_refusals_and_redis_down(tiered):
+    from pynq_kv.tier import RedisRefused
+
+    srv, direct = tiered
+    direct.config_set("maxmemory", "1")  # every write refused with OOM
+    try:
+        with pytest.raises(RedisRefused, match="OOM"):
+            srv.run(srv.tier.set_many([(b"m", b"1")]))
+    finally:
+        direct.config_set("maxmemory", "0")
+    assert direct.get("m") is None and engine_get(srv, b"m") is None
+
+
+@pytest.fixture
+def doomed():
+    """A pynq-kv tier whose redis-server the test stops."""
+    server = RedisServer()
+    srv = PynqServer(redis=server)
+    yield srv, server
+    srv.stop()
+    server.stop()
+
+
+def test_tier_with_redis_down_raises(doomed):
+    from pynq_kv.tier import HostTierUnavailable
+
+    srv, server = doomed
+    srv.run(srv.tier.set_many([(b"a", b"1")]))
+    server.proc.kill()
+    server.proc.wait()
+    assert eventually(lambda: not srv.tier.up)
+    for call in (srv.tier.set_many([(b"a", b"2")]), srv.tier.get_many([b"a"]),
+                 srv.tier.delete_many([b"a"])):
+        with pytest.raises(HostTierUnavailable, match="Redis cannot be reached"):
+            srv.run(call)
+    assert engine_get(srv, b"a") is None  # the engine was emptied when Redis went away
+
+
+def test_tier_write_in_flight_when_redis_dies_is_not_acknowledged(doomed):
+    import asyncio
+
+    import redis
+
+    from pynq_kv.tier import HostTierUnavailable
+
+    srv, server = doomed
+    pauser = redis.Redis(port=server.port)
+    pauser.execute_command("CLIENT", "PAUSE", "5000", "WRITE")  # the SET waits in Redis
+    pending = asyncio.run_coroutine_threadsafe(srv.tier.set_many([(b"w", b"1")]), srv.loop)
+    time.sleep(0.2)
+    assert not pending.done()
+    server.proc.kill()
+    server.proc.wait()
+    with pytest.raises(HostTierUnavailable, match="connection lost"):
+        pending.result(WAIT)
+    assert engine_get(srv, b"w") is None
+    pauser.close()
+
+
+# -- the memcached UDP server -------------------------------------------------------------------
+
+MC_HDR = struct.pack(">HHHH", 7, 0, 1, 0)
+
+
+def mc_req(opcode: int, key: bytes = b"", extras: bytes = b"", value: bytes = b"",
+           opaque: int = 0) -> bytes:
+    body = extras + key + value
+    return struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body),
+                       opaque, 0) + body
+
+
+SETX = struct.pack(">II", 0, 0)
+# A session of binary and text datagrams: sets, gets (hits, misses, multi), deletes, errors.
+SESSION = [
+    mc_req(0x01, b"a", SETX, b"one", 1) + mc_req(0x00, b"a", opaque=2) + mc_req(0x0C, b"a", opaque=3),
+    mc_req(0x00, b"missing", opaque=4) + mc_req(0x0C, b"missing", opaque=5),
+    mc_req(0x09, b"a") + mc_req(0x0D, b"b") + mc_req(0x0A),  # GETQ hit, GETKQ miss, NOOP
+    mc_req(0x11, b"a", SETX, b"quiet") + mc_req(0x00, b"a"),  # SETQ then GET
+    mc_req(0x04, b"a", opaque=6) + mc_req(0x04, b"a", opaque=7) + mc_req(0x00, b"a", opaque=8),
+    mc_req(0x01, b"k" * 36, SETX, b"v") + mc_req(0x01, b"b", SETX, b"v" * 32),  # too long
+    mc_req(0x01, b"b", struct.pack(">II", 1, 0), b"v"),  # flags: refused
+    mc_req(0x0B) + mc_req(0x0A),  # VERSION, NOOP
+    b"set t 0 0 3\r\nabc\r\nget t nope t\r\n",
+    b"set u 0 0 2 noreply\r\nxy\r\nget u\r\ndelete u\r\ndelete u\r\nget u\r\n",
+    b"set v 1 0 1\r\nx\r\nset w 0 0 40\r\n" + b"x" * 40 + b"\r\nget " + b"k" * 36 + b"\r\n",
+]
+
+
+def test_memcached_replies_are_the_same_bytes_with_a_tier(tiered):
+    from pynq_kv import KVEngine
+    from pynq_kv.rules import Rule
+    from pynq_kv.serve.memcached.server import handle_datagram, handle_datagram_tiered
+
+    srv, direct = tiered
+    geometry = srv.appliance.engine.geometry
+    with KVEngine("model", geometry) as alone:
+        for datagram in SESSION:
+            expected = handle_datagram(alone, MC_HDR + datagram)
+            assert srv.run(handle_datagram_tiered(srv.tier, MC_HDR + datagram)) == expected, datagram
+        # MATCH: the same rule in both; a key only Redis holds is an exact hit, as in the engine
+        prefix = b"user:"
+        match = int.from_bytes(b"\x00" + prefix + bytes(30), "big")
+        mask = int.from_bytes(b"\x00" + b"\xff" * 5 + bytes(30), "big")
+        for engine in (alone, srv.appliance.engine):
+            srv.on_loop(lambda engine=engine: engine.add_rule(Rule.ternary(match, mask, 5, b"users")))
+        alone.set(b"user:9", b"redis")
+        direct.set("user:9", "redis")
+        datagram = b"".join(mc_req(0xC0, key, opaque=i)
+                            for i, key in enumerate((b"user:9", b"user:77", b"other", b"t")))
+        expected = handle_datagram(alone, MC_HDR + datagram)
+        assert srv.run(handle_datagram_tiered(srv.tier, MC_HDR + datagram)) == expected
+        assert b"redis" in expected[0] and b"users" in expected[0]
+    assert direct.get("t") == b"abc" and direct.get("a") is None and direct.get("u") is None
+
+
+@pytest.fixture
+def udp(tiered):
+    """The memcached UDP server on the tiered appliance's loop, and a socket to talk to it."""
+    from pynq_kv.serve.memcached.server import start_udp_server
+
+    srv, direct = tiered
+    server = srv.run(start_udp_server(srv.appliance, "127.0.0.1", 0))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(WAIT)
+
+    def ask(body: bytes) -> bytes:
+        sock.sendto(MC_HDR + body, ("127.0.0.1", server.port))
+        reply = sock.recv(2048)
+        assert reply[:8] == MC_HDR
+        return reply[8:]
+
+    yield srv, direct, ask, server.port
+    sock.close()
+    srv.run(server.close())
+
+
+def test_memcached_writes_and_reads_through_redis(udp):
+    srv, direct, ask, _ = udp
+    assert ask(b"set m1 0 0 5\r\nhello\r\n") == b"STORED\r\n"
+    assert direct.get("m1") == b"hello"  # in Redis when STORED came back
+    assert eventually(lambda: engine_get(srv, b"m1") == b"hello")
+    direct.set("m2", "from-redis")
+    assert ask(b"get m2\r\n") == b"VALUE m2 0 10\r\nfrom-redis\r\nEND\r\n"
+    assert eventually(lambda: engine_get(srv, b"m2") == b"from-redis")
+    direct.set("m2", "changed")  # after the fill: the invalidation takes it out of the engine
+    assert eventually(lambda: ask(b"get m2\r\n") == b"VALUE m2 0 7\r\nchanged\r\nEND\r\n")
+    assert ask(b"delete m1\r\n") == b"DELETED\r\n" and direct.exists("m1") == 0
+    assert ask(b"delete m1\r\n") == b"NOT_FOUND\r\n"
+    direct.set("big", "x" * 40)  # longer than this front-end carries (31 bytes)
+    assert ask(b"get big\r\n") == b"SERVER_ERROR object too large for cache\r\nEND\r\n"
+    direct.set("m3", "bin")
+    reply = ask(mc_req(0x00, b"m3", opaque=9))
+    assert reply[6:8] == b"\x00\x00" and reply.endswith(b"bin")
+
+
+def test_memcached_datagrams_waiting_for_redis_are_bounded(udp, monkeypatch):
+    from pynq_kv.serve.memcached import server as memcached
+
+    srv, direct, _, port = udp
+    monkeypatch.setattr(memcached, "TIER_MAX_PENDING", 2)
+    stats = srv.appliance.frontend_stats
+    direct.execute_command("CLIENT", "PAUSE", "10000", "WRITE")  # SETs wait in Redis
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(WAIT)
+            for i in range(4):
+                sock.sendto(MC_HDR + b"set p%d 0 0 1\r\nx\r\n" % i, ("127.0.0.1", port))
+            assert eventually(lambda: srv.on_loop(stats)["udp"]["drop_tier_busy"] == 2)
+            direct.execute_command("CLIENT", "UNPAUSE")
+            assert [sock.recv(2048) for _ in range(2)] == [MC_HDR + b"STORED\r\n"] * 2
+    finally:
+        direct.execute_command("CLIENT", "UNPAUSE")
+    assert direct.exists("p0", "p1", "p2", "p3") == 2
+
+
+def test_memcached_with_redis_down_acknowledges_nothing(doomed):
+    from pynq_kv.serve.memcached.server import handle_datagram_tiered
+
+    srv, server = doomed
+    server.proc.kill()
+    server.proc.wait()
+    assert eventually(lambda: not srv.tier.up)
+    reply = srv.run(handle_datagram_tiered(srv.tier, MC_HDR + b"set a 0 0 1\r\nx\r\nget a\r\n"))
+    assert reply == [MC_HDR + b"SERVER_ERROR host tier unavailable: Redis cannot be reached\r\n"
+                     b"SERVER_ERROR host tier unavailable: Redis cannot be reached\r\nEND\r\n"]
+    reply = srv.run(handle_datagram_tiered(srv.tier, MC_HDR + mc_req(0x01, b"a", SETX, b"x", 5)))
+    status, opaque = struct.unpack(">H", reply[0][14:16])[0], reply[0][20:24]
+    assert status == 0x0086 and opaque == b"\x00\x00\x00\x05"
+    assert engine_get(srv, b"a") is None
+
+
+# -- the admin REST API -------------------------------------------------------------------------
+
+@pytest.fixture
+def rest(tiered):
+    """The admin app over the tiered appliance, called on its loop (httpx, no socket)."""
+    import httpx
+
+    from pynq_kv_api.main import create_app
+
+    srv, direct = tiered
+    app = create_app(srv.appliance)
+
+    def call(method: str, url: str, **kwargs: Any) -> Any:
+        async def go() -> Any:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+                return await client.request(method, url, **kwargs)
+        return srv.run(go())
+
+    yield srv, direct, call
+    srv.appliance.unregister_frontend("admin")
+
+
+def test_rest_writes_and_reads_through_redis(rest):
+    srv, direct, call = rest
+    r = call("PUT", "/v1/entries/user:1", json={"value": "alice"})
+    assert r.status_code == 201 and r.json()["created"] is True
+    assert direct.get("user:1") == b"alice"
+    assert call("PUT", "/v1/entries/user:1", json={"value": "alicia"}).status_code == 200
+    assert direct.get("user:1") == b"alicia"
+    assert eventually(lambda: engine_get(srv, b"user:1") == b"alicia")
+    direct.set(b"\x00\xff", "raw")  # any bytes: the Redis key is the key's bytes
+    r = call("GET", "/v1/entries/00ff?encoding=hex")
+    assert r.status_code == 200 and r.json()["value"] == "raw"
+    assert eventually(lambda: engine_get(srv, b"\x00\xff") == b"raw")
+    direct.set(b"\x00\xff", "changed")
+    assert eventually(lambda: call("GET", "/v1/entries/00ff?encoding=hex").json()["value"] == "changed")
+    direct.set("only-redis", "v")
+    r = call("GET", "/v1/lookup/only-redis")
+    assert r.json()["kind"] == "exact" and r.json()["value"] == "v"
+    assert call("DELETE", "/v1/entries/user:1").status_code == 204
+    assert direct.exists("user:1") == 0 and engine_get(srv, b"user:1") is None
+    assert call("DELETE", "/v1/entries/user:1").status_code == 404
+    assert call("GET", "/v1/entries/user:1").status_code == 404
+    r = call("PUT", "/v1/entries/5?encoding=int", json={"value": "x"})
+    assert r.status_code == 422 and "Redis string keys" in r.text
+
+
+def test_rest_integer_values_are_redis_decimals(redis_server):
+    import httpx
+    import redis
+
+    from pynq_kv_api.main import create_app
+
+    direct = redis.Redis(port=redis_server.port)
+    direct.flushall()
+    srv = PynqServer(redis=redis_server, value_kind="int")
+    try:
+        app = create_app(srv.appliance)
+
+        async def go() -> list[Any]:
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+                return [await client.put("/v1/entries/n", json={"value": 42}),
+                        await client.put("/v1/entries/s", json={"value": "text"}),
+                        await client.get("/v1/entries/n")]
+
+        put, refused, got = srv.run(go())
+        assert put.status_code == 201 and direct.get("n") == b"42"
+        assert refused.status_code == 422 and direct.get("s") is None
+        assert got.json()["value"] == 42
+        assert eventually(lambda: engine_get(srv, b"n") == 42)
+    finally:
+        srv.stop()
+        direct.close()
+
+
+def test_rest_import_writes_through(rest):
+    srv, direct, call = rest
+    direct.set("i0", "old")
+    body = "".join(f'{{"key": "i{i}", "value": "v{i}"}}\n' for i in range(300))
+    r = call("POST", "/v1/entries?chunk_size=100", content=body,
+             headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 202
+    job = eventually(lambda: (lambda j: j if j["state"] != "running" else None)(
+        call("GET", r.headers["location"]).json()))
+    assert job["state"] == "done" and job["inserted"] == 299 and job["updated"] == 1
+    assert direct.mget([f"i{i}" for i in range(300)]) == [f"v{i}".encode() for i in range(300)]
+    r = call("POST", "/v1/entries?int_keys=true", content='{"key": 7, "value": "x"}\n',
+             headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 422 and "byte strings" in r.text
+
+
+def test_rest_with_redis_down_acknowledges_nothing(doomed):
+    import httpx
+
+    from pynq_kv_api.main import create_app
+
+    srv, server = doomed
+    app = create_app(srv.appliance)
+    server.proc.kill()
+    server.proc.wait()
+    assert eventually(lambda: not srv.tier.up)
+
+    async def go() -> list[Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+            return [await client.put("/v1/entries/k", json={"value": "v"}),
+                    await client.get("/v1/entries/k"), await client.delete("/v1/entries/k")]
+
+    for r in srv.run(go()):
+        assert r.status_code == 503 and "Redis cannot be reached" in r.json()["detail"]
+    assert engine_get(srv, b"k") is None
+
+
+# -- end to end: pynq-kv serve --store private -------------------------------------------------
+
+def test_serve_with_a_private_redis_writes_every_front_end_through(tmp_path):
+    """The runner's wiring: memcached and the admin API of a serve write into its redis-server,
+    and what a Redis client wrote there is served by both."""
+    import asyncio
+    import json
+    import urllib.request
+
+    from pynq_kv.serve.config import ServeConfig
+    from pynq_kv.serve.runner import start
+
+    config = ServeConfig(backend="model", store="private", data_dir=tmp_path / "data",
+                         resp_port=0, udp_port=0, admin_port=0,
+                         geometry={"rows": 256, "rules": 16})
+
+    def clients(udp: tuple[str, int], admin: tuple[str, int], redis: Any) -> None:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(WAIT)
+            sock.sendto(MC_HDR + b"set from-udp 0 0 3\r\nabc\r\n", udp)
+            assert sock.recv(2048) == MC_HDR + b"STORED\r\n"
+            redis.set("from-redis", "xyz")
+            sock.sendto(MC_HDR + b"get from-redis\r\n", udp)
+            assert sock.recv(2048) == MC_HDR + b"VALUE from-redis 0 3\r\nxyz\r\nEND\r\n"
+        base = f"http://{admin[0]}:{admin[1]}/v1/entries/"
+        put = urllib.request.Request(base + "from-rest", method="PUT",
+                                     data=json.dumps({"value": "rest"}).encode(),
+                                     headers={"content-type": "application/json"})
+        with urllib.request.urlopen(put, timeout=WAIT) as reply:
+            assert reply.status == 201
+        with urllib.request.urlopen(base + "from-udp", timeout=WAIT) as reply:
+            assert json.load(reply)["value"] == "abc"
+        assert redis.mget("from-udp", "from-rest") == [b"abc", b"rest"]
+
+    async def scenario() -> None:
+        running = await start(config)
+        try:
+            assert running.appliance.host_tier is not None
+            redis = running.appliance.host_tier.client()
+            try:
+                await asyncio.to_thread(clients, running.addresses["udp"],
+                                        running.addresses["admin"], redis)
+            finally:
+                redis.close()
+        finally:
+            await running.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
