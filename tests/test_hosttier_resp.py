@@ -8,6 +8,7 @@ Raw-byte tests compare the exact reply bytes. Coherence tests change keys behind
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -16,7 +17,7 @@ from typing import Any, Callable
 import pytest
 import redis
 
-from resp_helpers import HAVE_REDIS, HOST, PynqServer, RedisServer, encode_command
+from resp_helpers import HAVE_REDIS, HOST, PynqServer, RawClient, RedisServer, encode_command
 
 pytestmark = pytest.mark.skipif(not HAVE_REDIS, reason="needs Debian's redis-server")
 
@@ -429,3 +430,20 @@ def test_a_clients_own_tracking_gets_redis_pushes(servers: Any, clients: Any) ->
                 push += piece
         pushes.append(push)
     assert pushes[0] == pushes[1] == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$7\r\ntracked\r\n"
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_info_of_one_own_section_alone(servers: Any, protocol: int) -> None:
+    """INFO engine: Redis has no such section, so the reply is pynq-kv's section alone (a bulk
+    string, or RESP3's verbatim text)."""
+    pynq, _, _ = servers
+    client = RawClient(pynq.port)
+    try:
+        client.call("HELLO", str(protocol))
+        info = client.call("INFO", "engine")
+    finally:
+        client.close()
+    assert info.startswith(b"# Engine\r\n") and b"\r\nbackend:" in info
+    framing = rb"=%d\r\ntxt:# Engine" if protocol == 3 else rb"\$%d\r\n# Engine"
+    size = len(info) + (4 if protocol == 3 else 0)
+    assert re.search(framing % size, bytes(client.raw))

@@ -329,16 +329,21 @@ class Forwarder:
         self.srv.ready(conn)
 
     def _info(self, conn: Any, args: list[bytes]) -> Callable[[bytes], bytes]:
+        """INFO's reply transform: Redis' sections, then pynq-kv's own (a blank line between,
+        as between Redis' sections), as a bulk string, or RESP3's verbatim "txt:" string."""
         wanted = [a.decode("latin-1").lower() for a in args[1:]]
 
         def add_own(reply: bytes) -> bytes:
-            verbatim = reply[:1] == b"="  # RESP3: "=len\r\ntxt:..."
+            verbatim = reply[:1] == b"="
             text = bulk_value(b"$" + reply[1:] if verbatim else reply)
             if text is None:
                 return reply
             own = info_text(self.srv, wanted, OWN_SECTIONS).encode()
+            prefix = b"txt:" if verbatim else b""
+            body = text[len(prefix):]
             if own:
-                text = text + b"\r\n" + own if text.strip(b"txt:") else (text + own)
+                body = body + b"\r\n" + own if body else own
+            text = prefix + body
             return b"%s%d\r\n%s\r\n" % (b"=" if verbatim else b"$", len(text), text)
         return add_own
 
