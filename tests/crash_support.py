@@ -20,8 +20,8 @@ Two kinds of crash (docs/hosttier.md, "Crash safety"):
   flush anything, the case where `appendfsync everysec` may lose acknowledged writes.
 
 Writers are pluggable (WRITERS): a writer is a function that sends one write of a Key through
-one client and returns when it was acknowledged. Adding the memcached UDP or REST front-end is a
-writer (a client factory and a SET) registered with the same version model.
+one client and returns when it was acknowledged: RESP commands through redis-py, memcached
+binary SETs over UDP, and PUTs on the admin API, all under the same version model.
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from typing import Any, Callable, Optional
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+from pynq_kv.net import MemcacheUDPClient
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 60.0  # seconds for serve to print its banner (restores included)
@@ -103,6 +105,7 @@ class Load:
         self.prefix = f"crash:{cycle}"
         self.histories: dict[tuple[str, ...], History] = {}
         self.counts = [0] * threads  # acknowledged writes by thread, while they run
+        self.by_writer: dict[str, int] = {}  # acknowledged writes by writer (front-end)
         self.pairs: list[tuple[str, str]] = []  # MSET's key pairs: always equal
         self.errors: list[str] = []  # error replies: never expected
         self.lock = threading.Lock()
@@ -164,13 +167,31 @@ def _hset(client: redis.Redis, load: Load, tid: int, n: int) -> list[History]:
     return [h]
 
 
+def _udp_set(client: MemcacheUDPClient, load: Load, tid: int, n: int) -> list[History]:
+    """A memcached binary SET over UDP (acknowledged: the server answered it stored)."""
+    key = f"{load.prefix}:{tid}:u{n % SLOTS}"
+    h = load.history("string", key)
+    h.pending = True
+    client.set(key.encode(), str(h.version + 1).encode())  # (a retry resends the same version)
+    return [h]
+
+
+def _rest_put(client: "RestClient", load: Load, tid: int, n: int) -> list[History]:
+    """PUT /v1/entries/{key} on the admin API (acknowledged: 200 or 201)."""
+    key = f"{load.prefix}:{tid}:r{n % SLOTS}"
+    h = load.history("string", key)
+    h.pending = True
+    client.put(key, str(h.version + 1))
+    return [h]
+
+
 # A writer: (client, load, thread id, how many times this thread called it before) -> the
 # histories of the keys it wrote, once its write was acknowledged. Each thread calls them in
 # turn. Another front-end's writer is such a function over its own client, whose factory
 # WRITER_CLIENTS names (one client per factory and thread).
 Writer = Callable[[Any, Load, int, int], list[History]]
 WRITERS: dict[str, Writer] = {"SET": _set, "INCR": _incr, "LPUSH": _lpush, "MSET": _mset,
-                              "HSET": _hset}
+                              "HSET": _hset, "UDP SET": _udp_set, "REST PUT": _rest_put}
 
 
 def resp_client(served: "Served") -> redis.Redis:
@@ -180,7 +201,31 @@ def resp_client(served: "Served") -> redis.Redis:
                        socket_connect_timeout=REPLY_TIMEOUT, retry=Retry(NoBackoff(), 0))
 
 
-WRITER_CLIENTS: dict[str, Callable[["Served"], Any]] = {name: resp_client for name in WRITERS}
+class RestClient:
+    """The admin API's entry writes, with no retries."""
+
+    def __init__(self, served: "Served") -> None:
+        self.base = f"http://{HOST}:{served.admin_port}/v1/entries/"
+
+    def put(self, key: str, value: str) -> None:
+        request = urllib.request.Request(self.base + key, method="PUT",
+                                         data=json.dumps({"value": value}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=REPLY_TIMEOUT) as response:
+            if response.status not in (200, 201):
+                raise AssertionError(f"PUT {key} answered {response.status}")
+
+    def close(self) -> None:
+        pass
+
+
+def udp_client(served: "Served") -> MemcacheUDPClient:
+    return MemcacheUDPClient(HOST, served.udp_port, timeout=1.0, retries=2)
+
+
+WRITER_CLIENTS: dict[str, Callable[["Served"], Any]] = {
+    name: {"UDP SET": udp_client, "REST PUT": RestClient}.get(name, resp_client)
+    for name in WRITERS}
 CONNECTION_LOST = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
 
 
@@ -205,6 +250,8 @@ def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event) -
                 h.acked.append(now)
                 h.pending = False
             load.counts[tid] += 1
+            with load.lock:
+                load.by_writer[name] = load.by_writer.get(name, 0) + 1
             n += 1
     finally:
         for client in made.values():
@@ -427,6 +474,7 @@ class CrashReport:
     appendfsync: str
     kills: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KILLS})
     acknowledged: int = 0
+    by_writer: dict[str, int] = field(default_factory=dict)  # acknowledged writes by writer
     lost: dict[str, int] = field(default_factory=lambda: {k: 0 for k in KILLS})
     max_loss_window_s: dict[str, float] = field(default_factory=lambda: {k: 0.0 for k in KILLS})
     pending_applied: int = 0
@@ -483,6 +531,8 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
                     raise RuntimeError("a load thread did not stop after the kill")
             report.kills[how] += 1
             report.acknowledged += load.acknowledged()
+            for name, count in load.by_writer.items():
+                report.by_writer[name] = report.by_writer.get(name, 0) + count
             report.errors += load.errors
             if orphan:
                 report.orphans.append(orphan)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crash_support import Load, Served, check, compare_engine, run_crashes
+from crash_support import WRITERS, Load, Served, check, compare_engine, run_crashes
 from redis_benchmark import DEFAULT_SUITE, run_suite
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
@@ -27,6 +27,8 @@ def test_acknowledged_writes_survive_sigkill_with_appendfsync_always(tmp_path: P
                          threads=5, seed=15)
     assert report.kills == {"serve": 2, "group": 1}
     assert report.acknowledged >= 1500
+    assert set(report.by_writer) == set(WRITERS)  # every front-end's writes were in the load
+    assert min(report.by_writer.values()) > 0
     assert report.failures() == []  # no orphaned redis-server, error reply or incoherence
     assert report.lost == {"serve": 0, "group": 0}
     assert report.max_engine_entries > 0  # the engine held keys the check compared
