@@ -37,11 +37,14 @@ TESTS_DIR = Path(__file__).resolve().parents[1] / "tests"
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
-from crash_support import KILLS, run_crashes  # noqa: E402  (tests/crash_support.py)
+from crash_support import KILLS, VIRTUAL_BOARD, run_crashes  # noqa: E402  (tests/crash_support.py)
 
 # everysec: Redis documents "you may lose 1 second of data"; while an fsync is still running
 # it postpones writing the AOF buffer for up to 2 more seconds (aof.c), acknowledging meanwhile.
 LOSS_BOUND_S = 2.0
+# The virtual board: a SET the RTL acknowledged reaches Redis when the host drains the change log
+# (every 2 ms when idle); a kill loses what was not drained yet. The bound the tests hold it to.
+BOARD_LOSS_BOUND_S = 1.0
 
 
 def main() -> None:
@@ -60,6 +63,9 @@ def main() -> None:
                         help="where the data dirs go (default: the system's temporary folder; "
                              "use a real disk: fsync on tmpfs costs nothing)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--virtual-board", action="store_true",
+                        help="also a run of memcached SETs on the virtual board (--backend rtl), "
+                             "drained into Redis through the change log, at appendfsync always")
     args = parser.parse_args()
     if args.kills < 1 or args.writes < 1 or args.threads < 1:
         parser.error("--kills, --writes and --threads must be at least 1")
@@ -79,6 +85,14 @@ def main() -> None:
         runs[policy] = asdict(report)
         runs[policy]["acknowledged_per_s_under_load"] = round(report.acknowledged
                                                               / report.load_seconds)
+    if args.virtual_board:
+        with tempfile.TemporaryDirectory(prefix="pynq-kv-crash-", dir=args.tmp) as tmp:
+            log("== virtual board (change log), appendfsync always")
+            report = run_crashes(Path(tmp) / "data", appendfsync="always", kills=args.kills,
+                                 min_acknowledged=max(1, args.writes // 10),
+                                 threads=args.threads, kinds=kinds, seed=args.seed, log=log,
+                                 writers=("UDP SET",), global_args=VIRTUAL_BOARD)
+        board = asdict(report)
     result: dict[str, object] = {
         "benchmark": "pynq-kv serve --store private (model backend) SIGKILLed under redis-py "
                      "write load, restarted on the same data dir",
@@ -97,6 +111,16 @@ def main() -> None:
         if result["max_loss_window_s"] > LOSS_BOUND_S:
             failed.append(f"everysec lost writes {result['max_loss_window_s']} s old, over the "
                           f"bound of {LOSS_BOUND_S} s")
+    if args.virtual_board:
+        result["board_kills"] = sum(board["kills"].values())
+        result["board_acknowledged"] = board["acknowledged"]
+        result["board_lost"] = sum(board["lost"].values())
+        result["board_max_loss_window_s"] = round(max(board["max_loss_window_s"].values()), 4)
+        result["board_loss_bound_s"] = BOARD_LOSS_BOUND_S
+        failed += [f"virtual board: {f}" for f in board["orphans"] + board["errors"]]
+        if result["board_max_loss_window_s"] > BOARD_LOSS_BOUND_S:
+            failed.append("virtual board: lost writes older than the drain's bound")
+        runs["virtual_board"] = board
     result.update(
         threads=args.threads, kill_kinds=list(kinds), runs=runs, failures=failed,
         data_dir_filesystem=_filesystem(args.tmp or Path(tempfile.gettempdir())),

@@ -226,13 +226,17 @@ def udp_client(served: "Served") -> MemcacheUDPClient:
 WRITER_CLIENTS: dict[str, Callable[["Served"], Any]] = {
     name: {"UDP SET": udp_client, "REST PUT": RestClient}.get(name, resp_client)
     for name in WRITERS}
+# The virtual board (docs/hosttier.md): its memcached SETs change the table on the wire, and
+# reach Redis through the change log's drain — at the geometry tests/test_changelog.py builds.
+VIRTUAL_BOARD = ("--backend", "rtl", "--rows", "1024", "--rules", "16")
 CONNECTION_LOST = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
 
 
-def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event) -> None:
-    made = {factory: factory(served) for factory in set(WRITER_CLIENTS.values())}
-    clients = {name: made[WRITER_CLIENTS[name]] for name in WRITERS}
-    writers = list(WRITERS.items())
+def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event,
+                names: tuple[str, ...]) -> None:
+    made = {factory: factory(served) for factory in {WRITER_CLIENTS[name] for name in names}}
+    clients = {name: made[WRITER_CLIENTS[name]] for name in names}
+    writers = [(name, WRITERS[name]) for name in names]
     n = tid  # threads start at different writers
     try:
         while not stop.is_set():
@@ -264,9 +268,10 @@ def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event) -
 class Served:
     """A `pynq-kv serve --store private` on loopback free ports, its banner read."""
 
-    def __init__(self, data_dir: Path, appendfsync: str, extra: tuple[str, ...] = ()) -> None:
+    def __init__(self, data_dir: Path, appendfsync: str, extra: tuple[str, ...] = (),
+                 global_args: tuple[str, ...] = ("--backend", "model")) -> None:
         self.data_dir = data_dir
-        cmd = [sys.executable, "-m", "pynq_kv", "--backend", "model", "serve", "--store", "private",
+        cmd = [sys.executable, "-m", "pynq_kv", *global_args, "serve", "--store", "private",
                "--appendfsync", appendfsync, "--data-dir", str(data_dir), "--bind", HOST,
                "--resp-port", "0", "--udp-port", "0", "--admin-port", "0",
                "--log-level", "info", *extra]
@@ -274,7 +279,8 @@ class Served:
                                      stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         ports: dict[str, int] = {}
-        deadline = time.monotonic() + STARTUP_TIMEOUT
+        # (the virtual board's first start may build the Verilated kv_top: minutes)
+        deadline = time.monotonic() + STARTUP_TIMEOUT * (5 if "rtl" in global_args else 1)
         assert self.proc.stdout is not None
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline()
@@ -493,17 +499,20 @@ class CrashReport:
 
 def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledged: int,
                 threads: int = 6, kinds: tuple[str, ...] = KILLS, seed: int = 0,
-                extra: tuple[str, ...] = (), log: Callable[[str], None] = lambda _: None
-                ) -> CrashReport:
+                extra: tuple[str, ...] = (), log: Callable[[str], None] = lambda _: None,
+                writers: tuple[str, ...] = tuple(WRITERS),
+                global_args: tuple[str, ...] = ("--backend", "model")) -> CrashReport:
     """kills cycles of: serve up (on the same data dir), load from `threads` threads, SIGKILL at
     a random moment (after a random share of the acknowledged writes still wanted), check.
-    The kind of kill alternates over `kinds`. Every check covers all cycles so far."""
+    The kind of kill alternates over `kinds`. Every check covers all cycles so far. writers
+    names the WRITERS the threads use; global_args choose the backend (VIRTUAL_BOARD: the
+    Verilated kv_top, whose UDP port is its Ethernet port)."""
     rng = random.Random(seed)
     report = CrashReport(appendfsync)
     loads: list[Load] = []
     kill_times: dict[int, float] = {}
     started = time.monotonic()
-    served = Served(data_dir, appendfsync, extra)
+    served = Served(data_dir, appendfsync, extra, global_args)
     try:
         for cycle in range(kills):
             load = Load(cycle, threads)
@@ -513,7 +522,7 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
             target = wanted if left == 1 else int(wanted / left * rng.uniform(0.5, 1.5))
             target = max(target, 50)  # every cycle is under load when the kill comes
             stop = threading.Event()
-            workers = [threading.Thread(target=_run_thread, args=(served, load, t, stop),
+            workers = [threading.Thread(target=_run_thread, args=(served, load, t, stop, writers),
                                         daemon=True) for t in range(threads)]
             load_started = time.monotonic()
             for worker in workers:
@@ -538,7 +547,7 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
                 report.orphans.append(orphan)
             elif how == "serve":
                 report.max_child_exit_s = max(report.max_child_exit_s, served.child_exit_s)
-            served = Served(data_dir, appendfsync, extra)
+            served = Served(data_dir, appendfsync, extra, global_args)
             verdict = check(served, loads, kill_times)
             _account(report, verdict, how)
             log(f"kill {cycle + 1}/{kills} ({how}): {load.acknowledged()} acknowledged, "
