@@ -46,6 +46,7 @@ log = logging.getLogger("pynq_kv.tier")
 INVALIDATE_CHANNEL = b"__redis__:invalidate"
 _PING = encode_command([b"PING"])
 _SET_STATUS_FULL = 3  # SetStatus.FULL as set_batch reports it
+START_TIMEOUT = 10.0  # seconds to connect and start tracking
 # Reconnect delays after losing Redis (seconds): first try at once, then back off to this.
 RECONNECT_MAX_DELAY = 2.0
 
@@ -89,7 +90,8 @@ class _InvalidationLink(asyncio.Protocol):
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         if not self.closed:
             self.closed = True
-            self.tier.link_lost("invalidation link", exc)
+            if self.tier._inval is self:  # (not one of a failed start's)
+                self.tier.link_lost("invalidation link", exc)
 
 
 class TierStats:
@@ -142,14 +144,26 @@ class Tier:
         self._barrier_sent = 0.0
         self._limits: Optional[Limits] = None
         self._doomed: list[bytes] = []  # invalidated keys not deleted from the engine yet
-        self.listeners: list[Callable[[], None]] = []  # told when the engine was emptied
         self.drain: Any = None  # the change log's drain (writeback.ChangeDrain), with a data plane
 
     # -- life cycle ---------------------------------------------------------------------------
     async def start(self) -> None:
-        """Connect both links, start tracking, and learn Redis' command table."""
+        """Connect the links, start tracking, and learn Redis' command table (bounded: a Redis
+        that does not answer is HostTierUnavailable, not a hang)."""
+        opened: list[Any] = []
+        try:
+            await asyncio.wait_for(self._start(opened), START_TIMEOUT)
+        except BaseException as exc:
+            for transport in opened:  # what this attempt connected goes with it
+                transport.abort()
+            if isinstance(exc, asyncio.TimeoutError):
+                raise HostTierUnavailable(
+                    f"Redis did not answer within {START_TIMEOUT:g} s") from None
+            raise
+
+    async def _start(self, opened: list[Any]) -> None:
         inval = _InvalidationLink(self)
-        await self.host.open_link(lambda: inval)
+        opened.append((await self.host.open_link(lambda: inval))[0])
         for args in self.host.handshake():
             inval.command(*args)
             await self._expect(inval, args)
@@ -160,14 +174,14 @@ class Tier:
         inval.command(b"SUBSCRIBE", INVALIDATE_CHANNEL)
         await self._expect(inval, [b"SUBSCRIBE"])
         inval.subscribed = True
-        self._inval = inval
         handshake = list(self.host.handshake()) + [
             [b"CLIENT", b"TRACKING", b"on", b"REDIRECT", str(client_id).encode(), b"BCAST",
              b"NOLOOP"]]
         main = Link("shared link", self._main_lost, handshake)
-        await self.host.open_link(lambda: main)
-        main3 = Link("shared RESP3 link", self._main_lost, list(self.host.handshake()) + [[b"HELLO", b"3"]])
-        await self.host.open_link(lambda: main3)
+        opened.append((await self.host.open_link(lambda: main))[0])
+        main3 = Link("shared RESP3 link", self._main_lost,
+                     list(self.host.handshake()) + [[b"HELLO", b"3"]])
+        opened.append((await self.host.open_link(lambda: main3))[0])
         reply: asyncio.Future = asyncio.get_running_loop().create_future()
         main.send(encode_command([b"COMMAND"]), reply.set_result)
         raw = await reply
@@ -176,7 +190,7 @@ class Tier:
         reader = hiredis.Reader()
         reader.feed(raw)
         self.specs = CommandSpecs(reader.gets())
-        self.main, self.main3 = main, main3
+        self._inval, self.main, self.main3 = inval, main, main3
         self.up = True
         self.invalidate_all()  # whatever the engine held may be older than Redis
 
@@ -222,7 +236,8 @@ class Tier:
 
     # -- losing Redis -------------------------------------------------------------------------
     def _main_lost(self, link: Link, exc: Optional[BaseException]) -> None:
-        self.link_lost("shared link", exc)
+        if link is self.main or link is self.main3:  # (not one of a failed start's)
+            self.link_lost("shared link", exc)
 
     def link_lost(self, what: str, exc: Optional[BaseException]) -> None:
         """A shared link is gone: empty the engine and reconnect (invalidations may be lost,
@@ -311,8 +326,6 @@ class Tier:
         self._doomed.clear()
         self.appliance.engine.clear(rules=False)
         self.stats.flushes += 1
-        for listener in self.listeners:
-            listener()
 
     def invalidate_written(self, written: Written) -> None:
         """Apply what rediscommands.CommandSpecs.written said a command may change."""

@@ -143,9 +143,10 @@ def watch_abort(r: redis.Redis, other: redis.Redis) -> list:
 
 
 def expiry(r: redis.Redis) -> list:
-    out = [r.set("e", "v", px=80), r.get("e"), r.ttl("e") in (0, 1), r.set("p", "v"),
-           r.get("p"), r.pexpire("p", 80), r.get("p")]
-    time.sleep(0.25)
+    # (1.5 s: long enough that a loaded machine reads both keys before they expire)
+    out = [r.set("e", "v", px=1500), r.get("e"), r.ttl("e") in (1, 2), r.set("p", "v"),
+           r.get("p"), r.pexpire("p", 1500), r.get("p")]
+    time.sleep(1.7)
     out += [r.get("e"), r.get("p"), r.exists("e", "p"), r.set("q", "v", ex=100), r.persist("q"),
             r.ttl("q")]
     return out
