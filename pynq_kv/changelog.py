@@ -114,7 +114,7 @@ class ChangeLog:
 
 def register_accesses(key_width: int, value_width: int, op: ChangeOp) -> int:
     """AXI4-Lite accesses the register drain (pynq_kv.mailbox.read_changes) makes per record:
-    CL_STATUS, CL_SEQ_LO/HI, the key words, the value words of a SET and the CL_CTRL.POP write
-    (a board's drain rate is its bus rate divided by this)."""
+    CL_STATUS, CL_SEQ_LO/HI, a CL_DATA read per key word and per value word of a SET, and the
+    CL_CTRL.POP write (a board's drain rate is its bus rate divided by this)."""
     value_words = value_width // 32 if op == ChangeOp.SET else 0
     return 4 + -(-key_width // 32) + value_words

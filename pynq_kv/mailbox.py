@@ -256,9 +256,10 @@ def read_changelog_stats(regs: RegisterAccess) -> ChangelogStats:
 def read_changes(regs: RegisterAccess, key_width: int, value_width: int, max_records: int) -> list[RawChange]:
     """Drain up to max_records records through the CL_* registers, oldest first.
 
-    Per record: CL_STATUS (stop when VALID is 0), CL_SEQ_LO/HI, ceil(KEY_W/32) CL_KEY words,
-    VALUE_W/32 CL_VALUE words for a SET (a DELETE's value is zero), then CL_CTRL.POP — the next
-    record is at the head one clock cycle after the POP, before any further read can arrive.
+    Per record: CL_STATUS (stop when VALID is 0; the read also rewinds CL_DATA to the record's
+    first word), CL_SEQ_LO/HI, ceil(KEY_W/32) CL_DATA reads for the key words, VALUE_W/32 more
+    for a SET's value (a DELETE's value is zero), then CL_CTRL.POP — the next record is at the
+    head one clock cycle after the POP, before any further read can arrive.
     """
     key_words = -(-key_width // 32)
     value_words = value_width // 32
@@ -270,10 +271,10 @@ def read_changes(regs: RegisterAccess, key_width: int, value_width: int, max_rec
         op = ChangeOp((status & rm.CL_STATUS_DELETE) >> rm.CL_STATUS_DELETE_SHIFT)
         code = (status & rm.CL_STATUS_REC_STATUS) >> rm.CL_STATUS_REC_STATUS_SHIFT
         seq = regs.read32(rm.REG_CL_SEQ_LO) | regs.read32(rm.REG_CL_SEQ_HI) << 32
-        key = regcodec.from_words(regs.read32(rm.REG_CL_KEY + 4 * i) for i in range(key_words))
+        key = regcodec.from_words([regs.read32(rm.REG_CL_DATA) for _ in range(key_words)])
         value = 0
         if op == ChangeOp.SET:
-            value = regcodec.from_words(regs.read32(rm.REG_CL_VALUE + 4 * i) for i in range(value_words))
+            value = regcodec.from_words([regs.read32(rm.REG_CL_DATA) for _ in range(value_words)])
         regs.write32(rm.REG_CL_CTRL, rm.CL_CTRL_POP)
         out.append(RawChange(seq, op, code, key.to_bytes(key_width // 8, "big"),
                              value.to_bytes(value_width // 8, "big")))

@@ -38,9 +38,13 @@ pynq-kv: AXI4-Lite control/status registers and command mailbox
  * a response (only once the request has been accepted).
  *
  * Change log (engine.md §10, CL_* registers): the head record of
- * kv_changelog (CL_STATUS, CL_SEQ_*, CL_KEY, CL_VALUE), its level, depth and
- * drop count; CL_CTRL.POP and CL_CTRL.CLR_OVERFLOW leave as one-cycle
- * strobes.  CL_DROPPED_LO latches bits 63:32 for CL_DROPPED_HI.
+ * kv_changelog (CL_STATUS, CL_SEQ_*, CL_DATA), its level, depth and drop
+ * count; CL_CTRL.POP and CL_CTRL.CLR_OVERFLOW leave as one-cycle strobes.
+ * CL_DROPPED_LO latches bits 63:32 for CL_DROPPED_HI.  The record's key and
+ * value words come out of the one register CL_DATA, a word per read: a
+ * word index register, rewound by a CL_STATUS read and by POP, selects the
+ * word and advances on every CL_DATA read, so the AXI4-Lite read multiplexer
+ * has one input for the whole record however wide the key and value are.
  *
  * Counters: COUNTER word 2c is bits 31:0 of counters[64c +: 64]; reading it
  * latches bits 63:32 into counter c's shadow, which word 2c+1 returns, so
@@ -210,10 +214,6 @@ initial begin
         $error("Error: CHANGELOG_DEPTH must be 0 to 65536 (instance %m)");
         $finish;
     end
-    if (KV_REG_CL_KEY_SIZE != KV_REG_REQ_KEY_SIZE || KV_REG_CL_VALUE_SIZE != KV_REG_REQ_VALUE_SIZE) begin
-        $error("Error: CL_KEY/CL_VALUE must have the sizes of REQ_KEY/REQ_VALUE (instance %m)");
-        $finish;
-    end
 end
 
 // byte-strobe merge of a write into a register's old value
@@ -230,6 +230,10 @@ endfunction
 localparam KEY_IB = $clog2(KV_REG_REQ_KEY_SIZE);
 localparam VALUE_IB = $clog2(KV_REG_REQ_VALUE_SIZE);
 localparam CNT_IB = $clog2(KV_REG_COUNTER_SIZE);
+// CL_DATA: the head record's key words then its value words; the index stops at CL_WORDS (past
+// the last word, reads 0)
+localparam CL_WORDS = KEY_WORDS + VALUE_WORDS;
+localparam CL_IB = $clog2(CL_WORDS + 1);
 
 /*
  * state
@@ -259,6 +263,7 @@ reg err_unexpected_rsp_reg;
 reg err_bad_addr_reg;
 reg [NUM_COUNTERS*32-1:0] cnt_shadow_reg;    // HI word shadow of counter c at [32*c +: 32]
 reg [31:0] cl_dropped_shadow_reg;           // CL_DROPPED_HI as latched by a CL_DROPPED_LO read
+reg [CL_IB-1:0] cl_word_reg;                // word of the head record the next CL_DATA read returns
 
 // the change log's inputs, constant 0 without a log (CHANGELOG_DEPTH = 0), so that its read
 // multiplexer folds away in an engine without a data plane even when kept as its own module
@@ -286,12 +291,12 @@ generate
     end
 endgenerate
 wire [VALUE_W-1:0] rsp_value = rsp_reg[KV_RSP_VALUE_LSB +: KV_RSP_VALUE_W];
-wire [KEY_PAD-1:0] cl_key_pad;
+wire [32*CL_WORDS-1:0] cl_record;           // CL_DATA word i at [32*i +: 32]
 generate
     if (KEY_PAD > KEY_W) begin : cl_key_padded
-        assign cl_key_pad = {{(KEY_PAD-KEY_W){1'b0}}, cl_key_on};
+        assign cl_record = {cl_value_on, {(KEY_PAD-KEY_W){1'b0}}, cl_key_on};
     end else begin : cl_key_full
-        assign cl_key_pad = cl_key_on;
+        assign cl_record = {cl_value_on, cl_key_on};
     end
 endgenerate
 
@@ -415,18 +420,21 @@ wire [31:0] rd_vidx32 = {{(32-VALUE_IB){1'b0}}, rd_vidx};
 wire [31:0] rd_cnt32 = {{(33-CNT_IB){1'b0}}, rd_cnt};
 wire [31:0] wr_kidx32 = {{(32-KEY_IB){1'b0}}, wr_kidx};
 wire [31:0] wr_vidx32 = {{(32-VALUE_IB){1'b0}}, wr_vidx};
+wire [31:0] cl_word32 = {{(32-CL_IB){1'b0}}, cl_word_reg};
+
+// CL_DATA's word: a mux on the binary word index, zero past the record (a part-select of a
+// register index maps to LUT6 + MUXF7/F8: 133 LUTs fewer than an AND-OR tree at 288/32)
+wire [32*(1<<CL_IB)-1:0] cl_record_pad = {{(32*((1<<CL_IB)-CL_WORDS)){1'b0}}, cl_record};
+wire [31:0] rd_cl_data = cl_record_pad[32*cl_word_reg +: 32];
 
 // word selects as AND-OR trees (maps to LUTs far better than variable part-selects)
 reg [31:0] rd_req_key, rd_req_mask, rd_rsp_key, rd_rsp_mask, rd_req_value, rd_rsp_value;
 reg [31:0] rd_cnt_lo_word, rd_cnt_hi_word, rd_cnt_shadow_word;
-reg [31:0] rd_cl_key, rd_cl_value;
 reg [31:0] wr_req_key, wr_req_mask, wr_req_value;
 integer k;
 always @* begin
     rd_req_key = 32'd0;
     rd_req_mask = 32'd0;
-    rd_cl_key = 32'd0;
-    rd_cl_value = 32'd0;
     rd_rsp_key = 32'd0;
     rd_rsp_mask = 32'd0;
     wr_req_key = 32'd0;
@@ -436,7 +444,6 @@ always @* begin
         rd_req_mask = rd_req_mask | (req_mask_reg[32*k +: 32] & {32{rd_kidx32 == k}});
         rd_rsp_key = rd_rsp_key | (rsp_key[32*k +: 32] & {32{rd_kidx32 == k}});
         rd_rsp_mask = rd_rsp_mask | (rsp_mask[32*k +: 32] & {32{rd_kidx32 == k}});
-        rd_cl_key = rd_cl_key | (cl_key_pad[32*k +: 32] & {32{rd_kidx32 == k}});
         wr_req_key = wr_req_key | (req_key_reg[32*k +: 32] & {32{wr_kidx32 == k}});
         wr_req_mask = wr_req_mask | (req_mask_reg[32*k +: 32] & {32{wr_kidx32 == k}});
     end
@@ -446,7 +453,6 @@ always @* begin
     for (k = 0; k < VALUE_WORDS; k = k + 1) begin
         rd_req_value = rd_req_value | (req_value_reg[32*k +: 32] & {32{rd_vidx32 == k}});
         rd_rsp_value = rd_rsp_value | (rsp_value[32*k +: 32] & {32{rd_vidx32 == k}});
-        rd_cl_value = rd_cl_value | (cl_value_on[32*k +: 32] & {32{rd_vidx32 == k}});
         wr_req_value = wr_req_value | (req_value_reg[32*k +: 32] & {32{wr_vidx32 == k}});
     end
     rd_cnt_lo_word = 32'd0;
@@ -470,12 +476,16 @@ endfunction
  */
 reg rd_cnt_lo;                 // reading a counter's LO word: latch its HI word
 reg rd_cl_dropped_lo;          // reading CL_DROPPED_LO: latch CL_DROPPED_HI
+reg rd_cl_status;              // reading CL_STATUS: rewind CL_DATA to word 0
+reg rd_cl_data_word;           // reading CL_DATA: advance to the next word
 
 always @* begin
     rd_data = 32'd0;
     rd_ok = 1'b1;
     rd_cnt_lo = 1'b0;
     rd_cl_dropped_lo = 1'b0;
+    rd_cl_status = 1'b0;
+    rd_cl_data_word = 1'b0;
     case (raddr)
         KV_REG_ID:           rd_data = KV_ID_MAGIC;
         KV_REG_VERSION:      rd_data = KV_VERSION;
@@ -510,7 +520,10 @@ always @* begin
         KV_REG_RSP_DATA_HI:  rd_data = rsp_reg[KV_RSP_DATA64_LSB + 32 +: 32];
         KV_REG_RSP_TAG:      rd_data[TAG_W-1:0] = rsp_tag_reg;
         KV_REG_CL_CTRL:      rd_data = 32'd0;
-        KV_REG_CL_STATUS:    rd_data = cl_status_word;
+        KV_REG_CL_STATUS: begin
+            rd_data = cl_status_word;
+            rd_cl_status = 1'b1;
+        end
         KV_REG_CL_LEVEL:     rd_data = cl_level_on;
         KV_REG_CL_DEPTH:     rd_data = CHANGELOG_DEPTH;
         KV_REG_CL_SEQ_LO:    rd_data = cl_seq_on[31:0];
@@ -520,6 +533,10 @@ always @* begin
             rd_cl_dropped_lo = 1'b1;
         end
         KV_REG_CL_DROPPED_HI: rd_data = cl_dropped_shadow_reg;
+        KV_REG_CL_DATA: begin
+            rd_data = rd_cl_data;
+            rd_cl_data_word = 1'b1;
+        end
         default: begin
             rd_ok = 1'b0;
             if (in_array(raddr, KV_REG_REQ_KEY, KEY_IB) && rd_key_ok) begin
@@ -545,14 +562,6 @@ always @* begin
             if (in_array(raddr, KV_REG_RSP_VALUE, VALUE_IB) && rd_value_ok) begin
                 rd_ok = 1'b1;
                 rd_data = rd_rsp_value;
-            end
-            if (in_array(raddr, KV_REG_CL_KEY, KEY_IB) && rd_key_ok) begin
-                rd_ok = 1'b1;
-                rd_data = rd_cl_key;
-            end
-            if (in_array(raddr, KV_REG_CL_VALUE, VALUE_IB) && rd_value_ok) begin
-                rd_ok = 1'b1;
-                rd_data = rd_cl_value;
             end
             if (in_array(raddr, KV_REG_COUNTER, CNT_IB) && rd_cnt_ok) begin
                 rd_ok = 1'b1;
@@ -682,6 +691,12 @@ always @(posedge clk) begin
     if (rd_en && rd_cl_dropped_lo) begin
         cl_dropped_shadow_reg <= cl_dropped_on[63:32];
     end
+    if (rd_en && rd_cl_data_word && cl_word32 != CL_WORDS) begin
+        cl_word_reg <= cl_word_reg + 1'b1;
+    end
+    if ((rd_en && rd_cl_status) || cl_pop) begin
+        cl_word_reg <= {CL_IB{1'b0}};
+    end
     if (rd_en && rd_cnt_lo) begin
         for (j = 0; j < NUM_COUNTERS; j = j + 1) begin
             if (rd_cnt32 == j) begin
@@ -703,6 +718,7 @@ always @(posedge clk) begin
         req_value_reg <= {VALUE_W{1'b0}};
         cnt_shadow_reg <= {NUM_COUNTERS*32{1'b0}};
         cl_dropped_shadow_reg <= 32'd0;
+        cl_word_reg <= {CL_IB{1'b0}};
     end
 end
 

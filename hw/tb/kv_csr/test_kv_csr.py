@@ -505,9 +505,11 @@ async def run_random_traffic(dut):
 @cocotb.test()
 async def run_changelog_registers(dut):
     """CL_* (engine.md §10): the head record, level, depth, drops and flags read back as
-    kv_changelog presents them; CL_DROPPED_LO latches the high word; CL_CTRL bits leave as
-    one-cycle strobes (nothing for a 0 bit); unused key/value words and read-only writes answer
-    SLVERR. Without a log (CHANGELOG_DEPTH 0) the registers read 0 whatever the inputs."""
+    kv_changelog presents them; CL_DATA gives the key words then the value words, one per read,
+    then 0, and starts again after a CL_STATUS read or a POP (not after other reads);
+    CL_DROPPED_LO latches the high word; CL_CTRL bits leave as one-cycle strobes (nothing for a
+    0 bit); the word after CL_DATA and read-only writes answer SLVERR. Without a log
+    (CHANGELOG_DEPTH 0) the registers read 0 whatever the inputs."""
     tb = TB(dut)
     await tb.reset()
     rng = random.Random(cocotb.RANDOM_SEED + 11)
@@ -535,9 +537,19 @@ async def run_changelog_registers(dut):
                           | head["cl_del"] * rm.CL_STATUS_DELETE | head["cl_status"] << rm.CL_STATUS_REC_STATUS_SHIFT)
         assert await tb.rd(rm.REG_CL_LEVEL) == head["cl_level"]
         assert await tb.rd(rm.REG_CL_SEQ_LO) | await tb.rd(rm.REG_CL_SEQ_HI) << 32 == head["cl_seq"]
-        key = regcodec.from_words([await tb.rd(rm.REG_CL_KEY + 4 * i) for i in range(tb.key_words)])
-        value = regcodec.from_words([await tb.rd(rm.REG_CL_VALUE + 4 * i) for i in range(tb.value_words)])
+        words = tb.key_words + tb.value_words
+        data = [await tb.rd(rm.REG_CL_DATA) for _ in range(words + 2)]
+        key = regcodec.from_words(data[:tb.key_words])
+        value = regcodec.from_words(data[tb.key_words:words])
         assert (key, value) == (head["cl_key"], head["cl_value"])
+        assert data[words:] == [0, 0]  # past the record's last word
+        await tb.rd(rm.REG_CL_STATUS)
+        assert await tb.rd(rm.REG_CL_DATA) == data[0]
+        await tb.rd(rm.REG_CL_SEQ_HI)
+        await tb.rd(rm.REG_CL_LEVEL)
+        assert await tb.rd(rm.REG_CL_DATA) == data[1]
+        await tb.wr(rm.REG_CL_CTRL, rm.CL_CTRL_POP)
+        assert await tb.rd(rm.REG_CL_DATA) == data[0]
         dropped = rng.getrandbits(64)
         dut.cl_dropped.value = dropped
         assert await tb.rd(rm.REG_CL_DROPPED_LO) == (dropped & M32) * on
@@ -548,12 +560,11 @@ async def run_changelog_registers(dut):
     await tb.wr(rm.REG_CL_CTRL, rm.CL_CTRL_POP | rm.CL_CTRL_CLR_OVERFLOW)
     await tb.wr(rm.REG_CL_CTRL, 0)
     await ClockCycles(dut.clk, 2)
-    assert strobes == {"cl_pop": 2, "cl_clear_overflow": 1}
-    for addr in (rm.REG_CL_KEY + 4 * tb.key_words, rm.REG_CL_VALUE + 4 * tb.value_words):
-        assert await tb.rd(addr, AxiResp.SLVERR) == 0
-    for addr in (rm.REG_CL_STATUS, rm.REG_CL_SEQ_LO, rm.REG_CL_KEY, rm.REG_CL_DEPTH):
+    assert strobes == {"cl_pop": 6, "cl_clear_overflow": 1}
+    assert await tb.rd(rm.REG_CL_DATA + 4, AxiResp.SLVERR) == 0
+    for addr in (rm.REG_CL_STATUS, rm.REG_CL_SEQ_LO, rm.REG_CL_DATA, rm.REG_CL_DEPTH):
         await tb.wr(addr, 0x12345678, AxiResp.SLVERR)
-    assert strobes == {"cl_pop": 2, "cl_clear_overflow": 1}
+    assert strobes == {"cl_pop": 6, "cl_clear_overflow": 1}
     tb.check()
 
 
