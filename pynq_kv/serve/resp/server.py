@@ -973,9 +973,7 @@ class RespServer:
             self.keyspace_hits += found
             self.keyspace_misses += len(hits) - found
             if self._limits.ints:
-                numbers = values.tolist() if values.ndim == 1 else [
-                    int.from_bytes(row.tobytes(), "big") for row in values]
-                replies = [bulk(str(v).encode()) if h else None for h, v in zip(hits, numbers)]
+                replies = _int_replies(values, hits)
             else:
                 replies = _bulk_replies(values, hits, -1)[2]
         self.forwarder.render_reads(items, pipe.keys, replies)
@@ -993,9 +991,7 @@ class RespServer:
             self.keyspace_hits += found
             self.keyspace_misses += len(hits) - found
             if self._limits.ints:
-                numbers = values.tolist() if values.ndim == 1 else [
-                    int.from_bytes(row.tobytes(), "big") for row in values]
-                replies = [bulk(str(v).encode()) if h else None for h, v in zip(hits, numbers)]
+                replies = _int_replies(values, hits)
             else:
                 record, blob, replies = _bulk_replies(values, hits, found)
         nil = b""
@@ -1065,6 +1061,14 @@ class RespServer:
             count = n if kind in (GET_BLOCK, SET_BLOCK) else 1
             conn.out.append(reply * count)
             self.error_replies += count
+
+
+def _int_replies(values: Any, hits: list[bool]) -> list[Optional[bytes]]:
+    """Bulk-string replies (decimal, as Redis shows integers) for the rows of an integer
+    engine's get_batch, None for misses."""
+    numbers = values.tolist() if values.ndim == 1 else [
+        int.from_bytes(row.tobytes(), "big") for row in values]
+    return [bulk(str(v).encode()) if h else None for h, v in zip(hits, numbers)]
 
 
 def _bulk_replies(values: Any, hits: list[bool], found: int) -> tuple[int, bytes, list]:
