@@ -965,35 +965,30 @@ class RespServer:
         if kind != _READ:
             self.forwarder.render_writes(items, pipe.keys, pipe.values)
             return
-        replies: list[Optional[bytes]] = []
-        if answer is not None:
-            hit, values = answer
-            hits = hit.tolist()
-            found = hits.count(True)
-            self.keyspace_hits += found
-            self.keyspace_misses += len(hits) - found
-            if self._limits.ints:
-                replies = _int_replies(values, hits)
-            else:
-                replies = _bulk_replies(values, hits, -1)[2]
+        replies = self._read_replies(answer, whole=False)[3]
         self.forwarder.render_reads(items, pipe.keys, replies)
+
+    def _read_replies(self, answer: Any, whole: bool) -> tuple[list[bool], int, bytes, list]:
+        """A get_batch answer (None if every command of the run was an error) counted as
+        keyspace hits and misses, and its replies: (hits, record, blob, per-key replies with
+        None for misses). With whole, when every key hit with one value length, record > 0 and
+        blob holds every reply back to back (and the per-key list is empty)."""
+        if answer is None:
+            return [], 0, b"", []
+        hit, values = answer
+        hits = hit.tolist()
+        found = hits.count(True)
+        self.keyspace_hits += found
+        self.keyspace_misses += len(hits) - found
+        if self._limits.ints:
+            return hits, 0, b"", _int_replies(values, hits)
+        record, blob, replies = _bulk_replies(values, hits, found if whole else -1)
+        return hits, record, blob, replies
 
     def _render_reads(self, items: list, answer: Any) -> None:
         """Replies of a run of GET/MGET/EXISTS (answer: get_batch's, None if all were errors)."""
-        hits: list[bool] = []
-        replies: list[Optional[bytes]] = []
-        record = 0  # > 0: every reply is one fixed-size record of a single blob
-        blob = b""
-        if answer is not None:
-            hit, values = answer
-            hits = hit.tolist()
-            found = hits.count(True)
-            self.keyspace_hits += found
-            self.keyspace_misses += len(hits) - found
-            if self._limits.ints:
-                replies = _int_replies(values, hits)
-            else:
-                record, blob, replies = _bulk_replies(values, hits, found)
+        # record > 0: every reply is one fixed-size record of a single blob
+        hits, record, blob, replies = self._read_replies(answer, whole=True)
         nil = b""
         j = 0
         for conn, kind, n in items:
