@@ -33,9 +33,14 @@ comma := ,
 # Packages listed in apt-packages.txt and hw/apt-packages.txt (any number a line, # comments) join
 # DEPS when they exist.
 # The deps targets run apt-get only if a check fails, and only as root (else they say what to do).
-BASE_DEPS := python3-venv redis-server  # make run: the private host tier (docs/hosttier.md)
+# make run: the private host tier (docs/hosttier.md); a C compiler and Python's headers for
+# pynq_kv/_respframe.c (the host tier's reply framing; without them pip installs the slower
+# Python framing instead)
+BASE_DEPS := python3-venv redis-server gcc python3-dev
 DEPS      := $(BASE_DEPS) $(shell sed -e 's/\#.*//' apt-packages.txt hw/apt-packages.txt 2>/dev/null)
 check_python3-venv = $(PYTHON) -c 'import venv, ensurepip'
+check_gcc = command -v cc
+check_python3-dev = $(PYTHON) -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
 
 dep_check = $(if $(check_$(1)),$(check_$(1)),dpkg -s $(1))
 

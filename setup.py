@@ -9,7 +9,7 @@ a board: this runs on any machine with no BOARD set. Anything that probes a plat
 import json
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
@@ -63,4 +63,7 @@ setup(
                   **{pkg: files for pkg, (_, files) in DATA_PACKAGES.items()}},
     include_package_data=False,
     cmdclass={"build_py": BuildPy},
+    # RESP reply framing in C for the host tier (pynq_kv.redislink): optional, so a machine
+    # without a C compiler still installs pynq-kv, with the same framing in Python.
+    ext_modules=[Extension("pynq_kv._respframe", ["pynq_kv/_respframe.c"], optional=True)],
 )

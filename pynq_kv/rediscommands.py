@@ -134,6 +134,11 @@ class CommandSpecs:
     def known(self, name: bytes) -> bool:
         return name.lower() in self._info
 
+    def fixed(self, name: bytes) -> bool:
+        """Whether name alone says which command it is: known, with no subcommands."""
+        name = name.lower()
+        return name in self._info and name not in self._containers
+
     def plain_key(self, name: bytes) -> Optional[int]:
         """For a command that is no container: 0 if it writes nothing, the index of the one key
         it writes if that is all it writes, else None (a write of several or unknown keys)."""

@@ -7,7 +7,8 @@ order and hands each reply, in order, to the handler given with its request; req
 one event-loop iteration go out in one write (Redis sees them as one pipeline).
 
 `reply_end` frames replies (RESP2 and RESP3: aggregates, maps, attributes, pushes) without
-decoding them.
+decoding them; `frame_replies` frames a run of them, in C (pynq_kv/_respframe.c) when that
+module was built at install, else with reply_end.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 log = logging.getLogger("pynq_kv.redislink")
 
 Handler = Callable[[bytes], None]
+RunHandler = Callable[[bytes, int], None]  # the replies of a run of requests, their errors
 
 _LINE_TYPES = frozenset(b"+-:_,#(")  # a type byte, then one line
 _BULK_TYPES = frozenset(b"$=!")  # a length line, then that many bytes and CRLF
@@ -27,7 +29,7 @@ _LIST_TYPES = frozenset(b"*~>")  # a count line, then that many replies
 _PAIR_TYPES = frozenset(b"%|")  # a count line, then twice that many (an attribute: then its reply)
 
 
-class ProtocolError(Exception):
+class ProtocolError(ValueError):
     """Redis sent bytes that are not RESP: the link is closed."""
 
 
@@ -76,6 +78,29 @@ def reply_end(buf: bytes, pos: int) -> int:
     return pos if pos <= size else -1
 
 
+def frame_replies_py(buf: bytes, pos: int, limit: int) -> tuple[int, int, int]:
+    """(end, count, errors): the complete replies from buf[pos], at most limit of them; end is
+    where the last ends, errors how many of them are errors ("-"). Stops before a push (">"),
+    which answers no request. Lengths are decimal as Redis writes them. A ValueError
+    (ProtocolError here) if the bytes are not RESP. `frame_replies` is this, or the same in C."""
+    count = errors = 0
+    size = len(buf)
+    while count < limit and pos < size and buf[pos] != 62:
+        end = reply_end(buf, pos)
+        if end < 0:
+            break
+        errors += buf[pos] == 45
+        count += 1
+        pos = end
+    return pos, count, errors
+
+
+try:
+    from ._respframe import frame as frame_replies
+except ImportError:  # installed without a C compiler: the Python framer, slower
+    frame_replies = frame_replies_py
+
+
 def bulk_value(reply: bytes) -> Optional[bytes]:
     """The string of a bulk-string reply, None for anything else (nil, an error, ...)."""
     if reply[:1] != b"$":
@@ -88,6 +113,18 @@ def bulk_value(reply: bytes) -> Optional[bytes]:
 def integer_value(reply: bytes) -> Optional[int]:
     """The number of an integer reply, None for anything else."""
     return int(reply[1:-2]) if reply[:1] == b":" else None
+
+
+class _Run:
+    """Replies owed to one handler for a run of requests (Link.send_many)."""
+
+    __slots__ = ("handler", "left", "parts", "errors")
+
+    def __init__(self, handler: RunHandler, count: int) -> None:
+        self.handler = handler
+        self.left = count
+        self.parts: list[bytes] = []
+        self.errors = 0
 
 
 class Link(asyncio.Protocol):
@@ -106,7 +143,7 @@ class Link(asyncio.Protocol):
         self.on_lost = on_lost
         self.on_push = on_push
         self.transport: Any = None
-        self.handlers: deque[Handler] = deque()
+        self.handlers: deque[Any] = deque()  # a Handler per request, a _Run per run
         self.out: list[bytes] = []
         self.buf = b""
         self.held = False
@@ -126,7 +163,7 @@ class Link(asyncio.Protocol):
     @property
     def pending(self) -> int:
         """Requests sent or queued whose replies have not come."""
-        return len(self.handlers)
+        return sum(h.left if type(h) is _Run else 1 for h in self.handlers)
 
     # -- requests -------------------------------------------------------------------------------
     def send(self, payload: bytes, handler: Handler) -> None:
@@ -138,14 +175,15 @@ class Link(asyncio.Protocol):
         self.handlers.append(handler)
         self._schedule()
 
-    def send_many(self, payload: bytes, count: int, handler: Handler) -> None:
-        """Queue count requests written back to back in payload; each reply goes to handler."""
+    def send_many(self, payload: bytes, count: int, handler: RunHandler) -> None:
+        """Queue count requests written back to back in payload; handler gets their replies
+        once all are in, as one byte string, with how many of them are errors."""
         if self.closed:
-            for _ in range(count):
-                handler(b"-ERR host tier connection closed\r\n")
+            error = b"-ERR host tier connection closed\r\n"
+            handler(error * count, count)
             return
         self.out.append(payload)
-        self.handlers.extend([handler] * count)
+        self.handlers.append(_Run(handler, count))
         self._schedule()
 
     def send_raw(self, payload: bytes) -> None:
@@ -196,39 +234,55 @@ class Link(asyncio.Protocol):
             return
         buf = self.buf + data if self.buf else data
         pos = 0
+        size = len(buf)
         handlers = self.handlers
         try:
-            while pos < len(buf):
-                first = buf[pos]
-                if first == 43 or first == 58:  # +OK, :n — the common replies, framed at once
-                    end = buf.find(b"\r\n", pos) + 2
-                    if end < 2:
-                        break
-                else:
+            while pos < size:
+                if buf[pos] == 62:  # > a push: answers no request
                     end = reply_end(buf, pos)
                     if end < 0:
                         break
-                reply = buf[pos:end]
-                pos = end
-                if first == 62:  # > a push: answers no request
                     if self.on_push is not None:
-                        self.on_push(reply)
+                        self.on_push(buf[pos:end])
+                    pos = end
                     continue
                 if not handlers:
                     raise ProtocolError("a reply to no request")
-                handlers.popleft()(reply)
+                head = handlers[0]
+                if type(head) is _Run:
+                    end, count, errors = frame_replies(buf, pos, head.left)
+                    if not count:
+                        if end < size and buf[end] == 62:
+                            continue
+                        break
+                    head.parts.append(buf[pos:end])
+                    head.errors += errors
+                    head.left -= count
+                    pos = end
+                    if head.left:
+                        continue
+                    handlers.popleft()
+                    head.handler(head.parts[0] if len(head.parts) == 1 else b"".join(head.parts),
+                                 head.errors)
+                else:
+                    end, count, _ = frame_replies(buf, pos, 1)
+                    if not count:
+                        break
+                    handlers.popleft()
+                    head(buf[pos:end])
+                    pos = end
                 if self._raw_next is not None and not handlers:  # the last framed reply
                     self.raw_sink, self._raw_next = self._raw_next, None
-                    if pos < len(buf):
+                    if pos < size:
                         self.raw_sink(buf[pos:])
-                    pos = len(buf)
+                    pos = size
                     break
-        except ProtocolError as exc:
+        except ValueError as exc:  # ProtocolError, or the C framer's
             log.error("%s: %s; closing the connection", self.label, exc)
             self.buf = b""
             self.transport.abort()
             return
-        self.buf = buf[pos:] if pos < len(buf) else b""
+        self.buf = buf[pos:] if pos < size else b""
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         if self.closed:
@@ -239,7 +293,11 @@ class Link(asyncio.Protocol):
         error = b"-ERR host tier connection lost\r\n"
         handlers = self.handlers
         while handlers:
-            handlers.popleft()(error)
+            head = handlers.popleft()
+            if type(head) is _Run:
+                head.handler(b"".join(head.parts) + error * head.left, head.errors + head.left)
+            else:
+                head(error)
 
 
 __all__ = ["Link", "ProtocolError", "bulk_value", "encode_command", "integer_value", "reply_end"]

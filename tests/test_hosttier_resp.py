@@ -219,6 +219,18 @@ def pipelined_blocks(r: redis.Redis) -> list:
     out.append(r.mget([f"b:s{i}" for i in range(4)]))
     time.sleep(0.05)  # (pynq-kv: the fills are in the engine)
     out.append(r.mget([f"b:s{i}" for i in range(4)]))
+    pipe = r.pipeline(transaction=False)
+    for i in range(6):  # a block of MSETs (several keys each) over keys the engine holds
+        pipe.mset({f"b:s{i % 4}": f"m{i}", f"b:s{(i + 1) % 4}": f"n{i}", f"b:m{i}": "x"})
+    out += pipe.execute()
+    out.append(r.mget([f"b:s{i}" for i in range(4)]))
+    pipe = r.pipeline(transaction=False)
+    for i in range(8):  # blocks of four arguments, one with an error inside
+        pipe.hset("b:str" if i == 5 else "b:h", f"f{i}", i)
+    for i in range(8):
+        pipe.zadd("b:z", {f"m{i}": i})
+    out += [str(x) if isinstance(x, Exception) else x for x in pipe.execute(raise_on_error=False)]
+    out += [r.hgetall("b:h"), r.zrange("b:z", 0, -1, withscores=True)]
     return out + [r.get("b:str"), r.mget("b:n0", "b:n1", "b:n2")]
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ...redislink import Link, bulk_value, encode_command
+from ...redislink import Link, RunHandler, bulk_value, encode_command, frame_replies
 from ...rediscommands import ALL
 from . import errors as E
 from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK
@@ -129,6 +129,12 @@ class Forwarder:
         while held and (not conn.inflight or held[0][0] is conn.inflight_link):
             self._send_now(conn, *held.popleft())
 
+    def _answered_run(self, conn: Any, count: int, handler: RunHandler, replies: bytes,
+                      errors: int) -> None:
+        """_answered for the count replies of a run sent as one (Link.send_many)."""
+        conn.inflight -= count - 1
+        self._answered(conn, lambda joined: handler(joined, errors), replies)
+
     # -- unbatched commands ---------------------------------------------------------------------
     def call(self, conn: Any, args: list[bytes]) -> None:
         """One command: pynq-kv's own, or forwarded to Redis."""
@@ -195,17 +201,19 @@ class Forwarder:
     def can_forward_block(self, conn: Any, block: tuple) -> bool:
         """Whether a block of pipelined commands (one column per argument) can go to Redis as
         one: the same plain command throughout (no local one, none that changes connection
-        state or blocks), from a client on the shared connection, writing one key or none."""
+        state or blocks, no container such as CLIENT or XGROUP), from a client on the shared
+        connection."""
         names = block[0]
         specs = self.tier.specs
         if (conn.link is not None or not self.tier.up or conn.raw or not conn.authenticated
                 or specs is None or names.count(names[0]) != len(names)):
             return False
         name = names[0].lower()
-        if name in _SPECIAL or name in (b"exec", b"discard") or specs.blocking([name]):
+        if (name in _SPECIAL or name in (b"exec", b"discard") or not specs.fixed(name)
+                or specs.blocking([name])):
             return False
         key = specs.plain_key(name)
-        return key is not None and key < len(block)
+        return key is None or key < len(block)
 
     def forward_block(self, conn: Any, block: tuple) -> None:
         """A block that can_forward_block accepted: its keys leave the engine, its commands go
@@ -214,27 +222,32 @@ class Forwarder:
         rows = list(zip(*block))
         count = len(rows)
         key = tier.specs.plain_key(block[0][0])
-        if key:  # the one key each row writes, at the same place in every row
+        if key is None:  # each row writes several keys (MSET): its own
+            for row in rows:
+                tier.invalidate_written(tier.specs.written(row))
+        elif key:  # the one key each row writes, at the same place in every row
             tier.invalidate(block[key])
         tier.stats.forwarded += count
         conn.last_cmd = block[0][0].lower().decode("latin-1")
         slot = self.slot(conn)
-        replies: list[bytes] = []
-
-        def each(reply: bytes) -> None:
-            replies.append(reply)
-            if len(replies) == count:
-                self.answer(conn, slot, b"".join(replies), _errors(replies))
-
         link = self._link(conn)
         if conn.inflight and conn.inflight_link is not link or conn.held_sends:
+            replies: list[bytes] = []
+
+            def each(reply: bytes) -> None:
+                replies.append(reply)
+                if len(replies) == count:
+                    self.answer(conn, slot, b"".join(replies), _errors(replies))
+
             for row in rows:
                 self._send(conn, link, encode_command(row), each)
             return
         conn.inflight += count
         conn.inflight_link = link
         link.send_many(b"".join([encode_command(row) for row in rows]), count,
-                       lambda reply: self._answered(conn, each, reply))
+                       lambda replies, errors: self._answered_run(
+                           conn, count, lambda joined, n: self.answer(conn, slot, joined, n),
+                           replies, errors))
 
     def _client_reply(self, conn: Any, args: list[bytes]) -> None:
         """CLIENT REPLY ON|OFF|SKIP: Redis answers only ON, so no reply is waited for after the
@@ -380,21 +393,22 @@ class Forwarder:
         tier.stats.forwarded += count
         ticket = tier.tickets_for(count)
         slot = self.slot(conn)
-        replies: list[bytes] = []
 
-        def each(reply: bytes) -> None:
-            replies.append(reply)
-            if len(replies) < count:
-                return
-            for key, text, got in zip(keys, texts, replies):
-                tier.settle(ticket, key, text if got == b"+OK\r\n" else None)
-            self.answer(conn, slot, b"".join(replies), _errors(replies))
+        def done(replies: bytes, errors: int) -> None:
+            if replies == b"+OK\r\n" * count:
+                for key, text in zip(keys, texts):
+                    tier.settle(ticket, key, text)
+            else:  # some SET failed: only those acknowledged fill the engine
+                for key, text, got in zip(keys, texts, _split(replies, count)):
+                    tier.settle(ticket, key, text if got == b"+OK\r\n" else None)
+            self.answer(conn, slot, replies, errors)
 
         conn.inflight += count
         conn.inflight_link = link
         link.send_many(b"".join([b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
                                  % (len(k), k, len(t), t) for k, t in zip(keys, texts)]),
-                       count, lambda reply: self._answered(conn, each, reply))
+                       count, lambda replies, errors: self._answered_run(conn, count, done,
+                                                                        replies, errors))
 
     def _set(self, conn: Any, key: bytes, value: Any) -> None:
         tier = self.tier
@@ -455,6 +469,17 @@ class Forwarder:
             conn, slot, conn.nil if reply == _NIL2 else reply))
         for payload, handler in requests:
             self._send(conn, link, payload, handler)
+
+
+def _split(replies: bytes, count: int) -> list[bytes]:
+    """The count replies of a run, one by one."""
+    out = []
+    pos = 0
+    for _ in range(count):
+        end = frame_replies(replies, pos, 1)[0]
+        out.append(replies[pos:end])
+        pos = end
+    return out
 
 
 def _errors(replies: list[bytes]) -> int:

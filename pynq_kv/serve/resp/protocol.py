@@ -33,6 +33,10 @@ UNAUTH_MAX_ARGS = 10  # Redis' limits before AUTH (networking.c)
 UNAUTH_MAX_BULK = 16384
 FAST_MAX_ARGS = 1024  # fast-path header tables cover *1..*1024 and $0..$FAST_MAX_BULK
 FAST_MAX_BULK = 4096
+# A run of commands with one argument count comes out as a block (_fast_tokens) up to this
+# count: GET and SET, and with a host tier HSET, ZADD or an MSET of 10 keys, which go to Redis
+# as one piece.
+BLOCK_MAX_ARGS = 32
 SMALL_WINDOW = 64 * 1024  # bytes split at a time by RequestParser._small_bulks
 # _small_bulks only for commands with at least this many arguments left: its split costs the
 # window's bytes whatever the command's size, which a GET's few arguments never pay back.
@@ -489,7 +493,7 @@ class RequestParser:
         i = 0
         count = 0
         argc = mbulk.get(toks[0])
-        if argc is not None and argc <= 3:
+        if argc is not None and argc <= BLOCK_MAX_ARGS:
             stride = 1 + 2 * argc
             k = last // stride
             if k >= 4:

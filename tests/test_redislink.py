@@ -1,0 +1,116 @@
+"""Reply framing of the host tier's Redis links (pynq_kv.redislink): the C framer
+(pynq_kv/_respframe.c) and the Python one agree on every reply, every cut of it and every
+malformed byte string, and both agree with the replies as they were built."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pynq_kv import redislink
+from pynq_kv.redislink import ProtocolError, frame_replies_py, reply_end
+
+try:
+    from pynq_kv._respframe import frame as frame_c
+except ImportError:  # pragma: no cover - the install built no C extension
+    frame_c = None
+
+needs_c = pytest.mark.skipif(frame_c is None, reason="pynq_kv._respframe was not built")
+
+_text = st.binary(max_size=12).map(lambda b: b.replace(b"\r", b"r").replace(b"\n", b"n"))
+
+
+def _reply(depth: int = 2) -> st.SearchStrategy[bytes]:
+    """Any RESP2/RESP3 reply Redis may send (pushes apart), as bytes."""
+    leaves = st.one_of(
+        _text.map(lambda t: b"+" + t + b"\r\n"),
+        _text.map(lambda t: b"-ERR " + t + b"\r\n"),
+        st.integers(-2**63, 2**63 - 1).map(lambda n: b":%d\r\n" % n),
+        st.binary(max_size=40).map(lambda b: b"$%d\r\n%s\r\n" % (len(b), b)),
+        st.just(b"$-1\r\n"), st.just(b"*-1\r\n"), st.just(b"_\r\n"), st.just(b"#t\r\n"),
+        st.just(b",1.5\r\n"), st.just(b"(12345678901234567890\r\n"),
+        st.binary(max_size=20).map(lambda b: b"=%d\r\ntxt:%s\r\n" % (len(b) + 4, b)),
+    )
+    if depth == 0:
+        return leaves
+    inner = _reply(depth - 1)
+    return st.one_of(
+        leaves,
+        st.lists(inner, max_size=5).map(lambda xs: b"*%d\r\n" % len(xs) + b"".join(xs)),
+        st.lists(inner, max_size=4).map(lambda xs: b"~%d\r\n" % len(xs) + b"".join(xs)),
+        st.lists(st.tuples(inner, inner), max_size=3).map(
+            lambda ps: b"%%%d\r\n" % len(ps) + b"".join(k + v for k, v in ps)),
+        st.tuples(inner, inner, inner).map(lambda t: b"|1\r\n" + t[0] + t[1] + t[2]),
+    )
+
+
+def _both(buf: bytes, pos: int, limit: int) -> tuple:
+    """What each framer says: a result, or that the bytes are not RESP."""
+    out = []
+    for framer in (frame_c, frame_replies_py):
+        try:
+            out.append(framer(buf, pos, limit))
+        except ValueError:
+            out.append("not RESP")
+    return tuple(out)
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_reply(), min_size=1, max_size=6), st.data())
+def test_c_and_python_frame_the_same_replies(replies: list[bytes], data: st.DataObject) -> None:
+    buf = b"".join(replies)
+    ends = []
+    pos = 0
+    for reply in replies:
+        pos += len(reply)
+        ends.append(pos)
+    errors = sum(r[:1] == b"-" for r in replies)
+    limit = data.draw(st.integers(1, len(replies) + 2))
+    c, py = _both(buf, 0, limit)
+    assert c == py
+    n = min(limit, len(replies))
+    assert c == (ends[n - 1], n, sum(r[:1] == b"-" for r in replies[:n]))
+    assert _both(buf, 0, len(replies))[0] == (len(buf), len(replies), errors)
+    cut = data.draw(st.integers(0, len(buf)))  # a read that ends anywhere
+    c, py = _both(buf[:cut], 0, len(replies))
+    assert c == py
+    whole = sum(1 for end in ends if end <= cut)
+    assert c[1] == whole and c[0] == (ends[whole - 1] if whole else 0)
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=40), st.integers(0, 4))
+def test_c_and_python_agree_on_any_bytes(buf: bytes, limit: int) -> None:
+    c, py = _both(buf, 0, limit)
+    assert c == py
+
+
+@pytest.mark.parametrize("framer", [pytest.param(frame_c, marks=needs_c, id="c"),
+                                    pytest.param(frame_replies_py, id="python")])
+def test_framing_stops_at_a_push_and_at_the_limit(framer) -> None:
+    buf = b"+OK\r\n:1\r\n>2\r\n$10\r\ninvalidate\r\n*0\r\n+OK\r\n"
+    assert framer(buf, 0, 9) == (9, 2, 0)
+    assert framer(buf, 0, 1) == (5, 1, 0)
+    push_end = reply_end(buf, 9)
+    assert framer(buf, push_end, 9) == (len(buf), 1, 0)
+    assert framer(b"-ERR x\r\n-ERR y\r\n+OK\r\n", 0, 5) == (21, 3, 2)
+
+
+@pytest.mark.parametrize("framer", [pytest.param(frame_c, marks=needs_c, id="c"),
+                                    pytest.param(frame_replies_py, id="python")])
+@pytest.mark.parametrize("bad", [b"?x\r\n", b"$abc\r\n", b"*\r\n", b"*1\r\n!-\r\n"])
+def test_bytes_that_are_not_resp_are_refused(framer, bad: bytes) -> None:
+    with pytest.raises(ValueError):
+        framer(bad, 0, 5)
+    assert issubclass(ProtocolError, ValueError)
+
+
+def test_the_link_uses_the_c_framer_when_it_was_built() -> None:
+    assert redislink.frame_replies is (frame_c or frame_replies_py)
+    if os.environ.get("CI"):  # make test installs a compiler and Python's headers: it is built
+        assert frame_c is not None
