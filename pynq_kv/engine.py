@@ -49,6 +49,7 @@ SNAPSHOT_VERSION = 1
 
 # The SetStatus codes that call for relocation, as plain ints (Enum lookups cost a microsecond).
 _STASH, _UPDATED, _FULL = int(SetStatus.INSERTED_STASH), int(SetStatus.UPDATED), int(SetStatus.FULL)
+_DELETED = int(DelStatus.DELETED)
 
 KeysArg = Union[np.ndarray, Sequence[KeyLike]]
 ValuesArg = Union[np.ndarray, Sequence[ValueLike]]
@@ -330,7 +331,7 @@ class KVEngine:
 
     def delete_batch(self, keys: KeysArg) -> np.ndarray:
         """Batch DEL; returns True where a key was removed."""
-        return self.backend.delete_batch(self.encode_keys(keys)) == DelStatus.DELETED
+        return self.backend.delete_batch(self.encode_keys(keys)) == _DELETED
 
     def _values_out(self, raw: np.ndarray) -> np.ndarray:
         if self.value_kind == "int" and self.geometry.value_bytes <= 8:

@@ -40,8 +40,11 @@ from .regmap import CONTROL_OPS
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
-# SetStatus codes as plain ints: Enum attribute access costs a microsecond in hot paths.
+# Status codes as plain ints: Enum attribute access costs a microsecond in hot paths, and numpy
+# converting an IntEnum several.
 _INSERTED, _INSERTED_STASH, _UPDATED, _FULL = (int(s) for s in SetStatus)
+_DELETED, _NOT_FOUND = int(DelStatus.DELETED), int(DelStatus.NOT_FOUND)
+_EXACT, _RULE = int(MatchKind.EXACT), int(MatchKind.RULE)
 
 
 # The engine's two request ports (docs/engine.md §5.7): data-plane and table operations on the
@@ -270,7 +273,7 @@ class ModelBackend(Backend):
             words = self._key_words(part)
             found = self._first_copy(self._key_items_of(part), self._candidates(part))
             ok = found >= 0
-            kind[start:start + CHUNK][ok] = MatchKind.EXACT
+            kind[start:start + CHUNK][ok] = _EXACT
             values[start:start + CHUNK][ok] = self._values_out(self._values.take(found[ok], axis=0))
             pending = np.flatnonzero(~ok)
             for rule in self._rule_order:
@@ -278,14 +281,14 @@ class ModelBackend(Backend):
                     break
                 hit = ((words[pending] & self._rule_mask[rule]) == self._rule_match[rule]).all(axis=1)
                 winners = pending[hit] + start
-                kind[winners] = MatchKind.RULE
+                kind[winners] = _RULE
                 entry[winners] = rule
                 pending = pending[~hit]
         rule_won = entry >= 0
         if rule_won.any():
             values[rule_won] = self._values_out(self._rule_values[entry[rule_won]])
             self._rule_hits += np.bincount(entry[rule_won], minlength=self.geometry.rules).astype(np.uint64)
-        exact = int((kind == MatchKind.EXACT).sum())
+        exact = int((kind == _EXACT).sum())
         rule_hits = int(rule_won.sum())
         self._count("lookups", n)
         self._count("exact_hits", exact)
@@ -413,14 +416,14 @@ class ModelBackend(Backend):
         self._valid[slots] = True
 
     def delete_batch(self, keys: np.ndarray) -> np.ndarray:
-        status = np.full(len(keys), DelStatus.NOT_FOUND, dtype=np.uint8)
+        status = np.full(len(keys), _NOT_FOUND, dtype=np.uint8)
         for start in range(0, len(keys), CHUNK):
             part = keys[start:start + CHUNK]
             owners, slots = self._all_copies(self._key_items_of(part), self._candidates(part))
             slots, owners = self._one_per_slot(owners, slots, len(part), last=False)
             self._valid[slots] = False
-            status[start + owners] = DelStatus.DELETED  # a key's first occurrence deletes it
-            deleted = int(np.count_nonzero(status[start:start + CHUNK] == DelStatus.DELETED))
+            status[start + owners] = _DELETED  # a key's first occurrence deletes it
+            deleted = int(np.count_nonzero(status[start:start + CHUNK] == _DELETED))
             self._count("deletes", deleted)
             self._count("delete_misses", len(part) - deleted)
             self._count("occupancy", -len(slots))
