@@ -965,8 +965,11 @@ class RespServer:
         if kind != _READ:
             self.forwarder.render_writes(items, pipe.keys, pipe.values)
             return
-        replies = self._read_replies(answer, whole=False)[3]
-        self.forwarder.render_reads(items, pipe.keys, replies)
+        hits, record, blob, replies = self._read_replies(answer, whole=True)
+        if record:  # every key hit: the engine answers the whole run, as without a host tier
+            self._render_read_replies(items, hits, record, blob, replies)
+        else:
+            self.forwarder.render_reads(items, pipe.keys, replies)
 
     def _read_replies(self, answer: Any, whole: bool) -> tuple[list[bool], int, bytes, list]:
         """A get_batch answer (None if every command of the run was an error) counted as
@@ -987,8 +990,12 @@ class RespServer:
 
     def _render_reads(self, items: list, answer: Any) -> None:
         """Replies of a run of GET/MGET/EXISTS (answer: get_batch's, None if all were errors)."""
-        # record > 0: every reply is one fixed-size record of a single blob
-        hits, record, blob, replies = self._read_replies(answer, whole=True)
+        self._render_read_replies(items, *self._read_replies(answer, whole=True))
+
+    def _render_read_replies(self, items: list, hits: list[bool], record: int, blob: bytes,
+                             replies: list) -> None:
+        """_render_reads with _read_replies' answer; record > 0: every reply is one fixed-size
+        record of blob."""
         nil = b""
         j = 0
         for conn, kind, n in items:
