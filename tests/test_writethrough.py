@@ -170,12 +170,14 @@ SESSION = [
     mc_req(0x09, b"a") + mc_req(0x0D, b"b") + mc_req(0x0A),  # GETQ hit, GETKQ miss, NOOP
     mc_req(0x11, b"a", SETX, b"quiet") + mc_req(0x00, b"a"),  # SETQ then GET
     mc_req(0x04, b"a", opaque=6) + mc_req(0x04, b"a", opaque=7) + mc_req(0x00, b"a", opaque=8),
-    mc_req(0x01, b"k" * 36, SETX, b"v") + mc_req(0x01, b"b", SETX, b"v" * 32),  # too long
+    # keys longer than memcached's 250 bytes: refused alike (with a tier, memcached's limits)
+    mc_req(0x01, b"k" * 251, SETX, b"v") + mc_req(0x00, b"k" * 251, opaque=9),
     mc_req(0x01, b"b", struct.pack(">II", 1, 0), b"v"),  # flags: refused
     mc_req(0x0B) + mc_req(0x0A),  # VERSION, NOOP
     b"set t 0 0 3\r\nabc\r\nget t nope t\r\n",
     b"set u 0 0 2 noreply\r\nxy\r\nget u\r\ndelete u\r\ndelete u\r\nget u\r\n",
-    b"set v 1 0 1\r\nx\r\nset w 0 0 40\r\n" + b"x" * 40 + b"\r\nget " + b"k" * 36 + b"\r\n",
+    b"set v 1 0 1\r\nx\r\nset w 0 0 3\r\nxyz\r\nget " + b"k" * 251 + b"\r\ndelete " + b"k" * 251
+    + b"\r\n",
 ]
 
 
@@ -239,7 +241,7 @@ def test_memcached_writes_and_reads_through_redis(udp):
     assert eventually(lambda: ask(b"get m2\r\n") == b"VALUE m2 0 7\r\nchanged\r\nEND\r\n")
     assert ask(b"delete m1\r\n") == b"DELETED\r\n" and direct.exists("m1") == 0
     assert ask(b"delete m1\r\n") == b"NOT_FOUND\r\n"
-    direct.set("big", "x" * 40)  # longer than this front-end carries (31 bytes)
+    direct.set("big", "x" * ((1 << 20) + 1))  # longer than memcached's items (1 MiB)
     assert ask(b"get big\r\n") == b"SERVER_ERROR object too large for cache\r\nEND\r\n"
     direct.set("m3", "bin")
     reply = ask(mc_req(0x00, b"m3", opaque=9))
@@ -280,6 +282,180 @@ def test_memcached_with_redis_down_acknowledges_nothing(doomed):
     status, opaque = struct.unpack(">H", reply[0][14:16])[0], reply[0][20:24]
     assert status == 0x0086 and opaque == b"\x00\x00\x00\x05"
     assert engine_get(srv, b"a") is None
+
+
+# -- memcached: keys and values longer than the engine holds live in Redis only ------------------
+
+KEY200 = b"long:" + b"k" * 195  # memcached allows 250 bytes; this engine's keys hold 35
+KEY250 = b"K" * 250
+KEY251 = b"K" * 251
+LONG_VALUE = bytes(range(256)) * 20  # 5,120 bytes: the engine holds 31, a reply datagram 1,392
+MIB = 1 << 20
+
+
+def mc_rsp(opcode: int, status: int = 0, extras: bytes = b"", value: bytes = b"",
+           opaque: int = 0) -> bytes:
+    body = extras + value
+    return struct.pack(">BBHBBHIIQ", 0x81, opcode, 0, len(extras), 0, status, len(body),
+                       opaque, 0) + body
+
+
+def joined(datagrams: list[bytes]) -> bytes:
+    """The reply bodies in order, each train of numbered datagrams (request id, i, n, 0)
+    checked and joined."""
+    out = b""
+    train: list[bytes] = []
+    for datagram in datagrams:
+        request_id, sequence, total, reserved = struct.unpack(">HHHH", datagram[:8])
+        assert len(datagram) <= 1400 and request_id == 7 and reserved == 0
+        if total == 1:
+            assert sequence == 0 and not train
+            out += datagram[8:]
+            continue
+        assert sequence == len(train)
+        train.append(datagram[8:])
+        if len(train) == total:
+            out += b"".join(train)
+            train = []
+    assert not train
+    return out
+
+
+def mc_text(port: int, body: bytes, end: bytes) -> bytes:
+    """A text request datagram's whole reply (trains joined), read until it ends with end."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sock.settimeout(WAIT)
+        sock.sendto(MC_HDR + body, ("127.0.0.1", port))
+        datagrams = [sock.recv(2048)]
+        while True:
+            total = struct.unpack(">H", datagrams[-1][4:6])[0]
+            done = total == 1 or struct.unpack(">H", datagrams[-1][2:4])[0] == total - 1
+            if done and joined(datagrams).endswith(end):
+                return joined(datagrams)
+            datagrams.append(sock.recv(2048))
+
+
+def text_set(key: bytes, value: bytes) -> bytes:
+    return b"set %s 0 0 %d\r\n%s\r\n" % (key, len(value), value)
+
+
+def settled(srv: PynqServer, port: int) -> dict:
+    """The engine's entries once every fill asked for so far is settled: a short SET through
+    memcached after them, whose own fill comes after theirs (fills are applied in order)."""
+    assert mc_text(port, text_set(b"sentinel", b"s"), b"\r\n") == b"STORED\r\n"
+    assert eventually(lambda: engine_get(srv, b"sentinel") == b"s")
+    return srv.items()
+
+
+def test_memcached_long_keys_and_values_live_in_redis_only(udp):
+    import redis
+
+    from pynq_kv.net import MemcacheUDPClient
+
+    srv, direct, _, port = udp
+    resp = redis.Redis(port=srv.port)
+    assert mc_text(port, text_set(KEY200, b"hi"), b"\r\n") == b"STORED\r\n"
+    assert mc_text(port, text_set(b"lv", LONG_VALUE), b"\r\n") == b"STORED\r\n"
+    with MemcacheUDPClient("127.0.0.1", port, timeout=WAIT) as client:
+        client.set(KEY250, LONG_VALUE + b"!")  # binary: both longer than the engine holds
+        for key, value in ((KEY200, b"hi"), (b"lv", LONG_VALUE), (KEY250, LONG_VALUE + b"!")):
+            assert direct.get(key) == value  # in Redis itself
+            assert resp.get(key) == value  # through pynq-kv's RESP front-end
+            assert client.get(key) == value  # back through memcached (a train of datagrams)
+        assert client.get_multi([KEY200, b"lv", b"nope"]) == {KEY200: b"hi", b"lv": LONG_VALUE}
+        direct.set(KEY200 + b"x", "rule-less")
+        match = client.match(KEY200 + b"x")  # a long key matches no rule: Redis' exact hit
+        assert match is not None and (match.kind, match.value) == ("exact", b"rule-less")
+        assert client.match(KEY200 + b"y") is None
+    got = mc_text(port, b"get %s lv %s\r\n" % (KEY200, KEY250), b"END\r\n")
+    assert got == (b"VALUE %s 0 2\r\nhi\r\n" % KEY200
+                   + b"VALUE lv 0 %d\r\n%s\r\n" % (len(LONG_VALUE), LONG_VALUE)
+                   + b"VALUE %s 0 %d\r\n%s!\r\nEND\r\n" % (KEY250, len(LONG_VALUE) + 1,
+                                                             LONG_VALUE))
+    items = settled(srv, port)  # after every read above asked Redis: nothing long was filled
+    assert b"lv" not in items and all(len(key) <= 35 for key in items)
+    assert items[b"sentinel"] == b"s"
+    assert mc_text(port, b"delete %s\r\n" % KEY200, b"\r\n") == b"DELETED\r\n"
+    assert direct.exists(KEY200) == 0 and resp.get(KEY200) is None
+    resp.close()
+
+
+def test_memcached_long_and_short_values_of_one_key_stay_coherent(udp):
+    import redis
+
+    srv, direct, _, port = udp
+    resp = redis.Redis(port=srv.port)
+    for i, value in enumerate((b"short", LONG_VALUE, b"tiny", LONG_VALUE + b"!", b"end")):
+        if i % 2:
+            assert resp.set("flip", value) is True  # RESP and memcached writes, in turn
+        else:
+            assert mc_text(port, text_set(b"flip", value), b"\r\n") == b"STORED\r\n"
+        unit = b"VALUE flip 0 %d\r\n%s\r\nEND\r\n" % (len(value), value)
+        assert mc_text(port, b"get flip\r\n", b"END\r\n") == unit  # never the older value
+        assert resp.get("flip") == value and direct.get("flip") == value
+        if len(value) <= 31:  # fits: filled again
+            assert eventually(lambda value=value: engine_get(srv, b"flip") == value)
+        else:
+            assert settled(srv, port).get(b"flip") is None
+    resp.close()
+
+
+def test_memcached_beyond_its_limits_is_refused_and_stores_nothing(udp):
+    from pynq_kv import KVEngine
+    from pynq_kv.net import MemcacheUDPClient
+    from pynq_kv.net.client import MemcacheError
+    from pynq_kv.serve.memcached.server import handle_datagram, handle_datagram_tiered
+
+    srv, direct, _, port = udp
+    bad = b"CLIENT_ERROR bad command line format\r\n"
+    assert mc_text(port, text_set(KEY251, b"x"), b"\r\n") == bad
+    assert mc_text(port, b"get %s\r\n" % KEY251, b"\r\n") == bad
+    assert mc_text(port, b"delete %s\r\n" % KEY251, b"\r\n") == bad
+    with MemcacheUDPClient("127.0.0.1", port, timeout=WAIT) as client:
+        for call in (lambda: client.set(KEY251, b"x"), lambda: client.get(KEY251)):
+            with pytest.raises(MemcacheError) as refused:
+                call()
+            assert refused.value.status == 0x0004
+    # A value over 1 MiB cannot travel in one request datagram; the check is still the handler's.
+    huge = MC_HDR + mc_req(0x01, b"huge", SETX, b"h" * (MIB + 1), opaque=3)
+    assert srv.run(handle_datagram_tiered(srv.tier, huge)) == [
+        MC_HDR + mc_rsp(0x01, 0x0003, value=b"Too large.", opaque=3)]
+    assert direct.exists(KEY251, "huge") == 0
+    direct.set("huge", b"h" * (MIB + 1))  # written by a Redis client: too large to show
+    reply = srv.run(handle_datagram_tiered(srv.tier, MC_HDR + mc_req(0x00, b"huge", opaque=4)))
+    assert reply == [MC_HDR + mc_rsp(0x00, 0x0003, value=b"Too large.", opaque=4)]
+    # exactly 1 MiB is a memcached item: stored, and read back as a train of datagrams
+    whole = MC_HDR + mc_req(0x01, b"mib", SETX, b"m" * MIB, opaque=5) + mc_req(0x00, b"mib", opaque=6)
+    reply = srv.run(handle_datagram_tiered(srv.tier, whole))
+    assert joined(reply) == (mc_rsp(0x01, opaque=5)
+                             + mc_rsp(0x00, extras=bytes(4), value=b"m" * MIB, opaque=6))
+    assert direct.strlen("mib") == MIB
+    # without a host tier the engine's widths are the limits, as before
+    with KVEngine("model", srv.appliance.engine.geometry) as alone:
+        assert handle_datagram(alone, MC_HDR + mc_req(0x01, KEY200, SETX, b"v", opaque=1)) == [
+            MC_HDR + mc_rsp(0x01, 0x0004, value=b"Invalid arguments", opaque=1)]
+        assert handle_datagram(alone, MC_HDR + text_set(b"lv", LONG_VALUE)) == [
+            MC_HDR + b"SERVER_ERROR object too large for cache\r\n"]
+        assert len(alone) == 0
+
+
+def test_memcached_long_replies_are_trains_within_the_budget(tiered):
+    from pynq_kv.serve.memcached.server import handle_datagram_tiered
+
+    srv, direct = tiered
+    direct.set("lv", LONG_VALUE)
+    request = MC_HDR + mc_req(0x00, b"lv", opaque=1) + mc_req(0x0A, opaque=2)
+    reply = srv.run(handle_datagram_tiered(srv.tier, request))
+    response = mc_rsp(0x00, extras=bytes(4), value=LONG_VALUE, opaque=1)  # 5,148 bytes
+    count = -(-len(response) // 1392)
+    assert [struct.unpack(">HHHH", d[:8]) for d in reply] == [
+        (7, i, count, 0) for i in range(count)] + [(7, 0, 1, 0)]
+    assert b"".join(d[8:] for d in reply[:count]) == response
+    assert reply[count] == MC_HDR + mc_rsp(0x0A, opaque=2)  # the next response opens its own
+    # from a source allowed at M = 2 the long first response is held to the budget
+    reply = srv.run(handle_datagram_tiered(srv.tier, request, budget=2))
+    assert reply == [MC_HDR + mc_rsp(0x00, 0x0085, value=b"Use TCP", opaque=1)]
 
 
 # -- the admin REST API -------------------------------------------------------------------------
