@@ -386,9 +386,10 @@ def test_memcached_long_and_short_values_of_one_key_stay_coherent(udp):
 
     srv, direct, _, port = udp
     resp = redis.Redis(port=srv.port)
-    for i, value in enumerate((b"short", LONG_VALUE, b"tiny", LONG_VALUE + b"!", b"end")):
-        if i % 2:
-            assert resp.set("flip", value) is True  # RESP and memcached writes, in turn
+    values = (b"short", LONG_VALUE, b"tiny", LONG_VALUE + b"!", b"end", LONG_VALUE + b"?")
+    for i, value in enumerate(values):
+        if i % 4 in (2, 3):  # memcached writes two, RESP two, ...: long after short and back
+            assert resp.set("flip", value) is True
         else:
             assert mc_text(port, text_set(b"flip", value), b"\r\n") == b"STORED\r\n"
         unit = b"VALUE flip 0 %d\r\n%s\r\nEND\r\n" % (len(value), value)
@@ -571,6 +572,130 @@ def test_rest_with_redis_down_acknowledges_nothing(doomed):
     for r in srv.run(go()):
         assert r.status_code == 503 and "Redis cannot be reached" in r.json()["detail"]
     assert engine_get(srv, b"k") is None
+
+
+# -- REST: keys and values longer than the engine holds live in Redis only ----------------------
+
+def asgi_calls(srv: PynqServer, app: Any, requests: list[tuple[str, str, dict]]) -> list[Any]:
+    """The app's answers to requests (method, url, httpx keywords), in order, on srv's loop."""
+    import httpx
+
+    async def go() -> list[Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+            return [await client.request(method, url, **kwargs) for method, url, kwargs in requests]
+
+    return srv.run(go())
+
+
+def rest_settled(srv: PynqServer, call: Callable[..., Any]) -> dict:
+    """The engine's entries once every fill asked for so far is settled (a short PUT after them
+    is filled after theirs)."""
+    assert call("PUT", "/v1/entries/sentinel", json={"value": "s"}).status_code in (200, 201)
+    assert eventually(lambda: engine_get(srv, b"sentinel") == b"s")
+    return srv.items()
+
+
+def test_rest_long_keys_and_values_live_in_redis_only(rest):
+    import redis
+
+    srv, direct, call = rest
+    resp = redis.Redis(port=srv.port)
+    text_key, text_value = "user/" + "u" * 295, "v" * 20_000  # the engine: 35 and 31 bytes
+    raw_key, raw_value = bytes(range(256)) * 2, bytes(range(255, -1, -1)) * 80
+    r = call("PUT", f"/v1/entries/{text_key}", json={"value": text_value})
+    assert r.status_code == 201 and r.json()["key"] == text_key
+    r = call("PUT", f"/v1/entries/{raw_key.hex()}?encoding=hex",
+             json={"value": {"hex": raw_value.hex()}})
+    assert r.status_code == 201
+    assert call("PUT", "/v1/entries/short-key", json={"value": text_value}).status_code == 201
+    for key, value in ((text_key.encode(), text_value.encode()), (raw_key, raw_value),
+                       (b"short-key", text_value.encode())):
+        assert direct.get(key) == value  # in Redis itself
+        assert resp.get(key) == value  # through pynq-kv's RESP front-end
+    assert call("GET", f"/v1/entries/{text_key}").json()["value"] == text_value
+    assert call("GET", f"/v1/entries/{raw_key.hex()}?encoding=hex").json()["value"] == {
+        "hex": raw_value.hex()}
+    assert call("GET", "/v1/entries/short-key").json()["value"] == text_value
+    items = rest_settled(srv, call)  # nothing long was filled, by the PUTs or the GETs
+    assert b"short-key" not in items and all(len(key) <= 35 for key in items)
+    # listing and export show the engine's table: the Redis-only entries are not in it
+    listed = call("GET", "/v1/entries").json()["entries"]
+    assert [e["key"] for e in listed] == ["sentinel"]
+    assert call("GET", "/v1/entries?format=ndjson").text == '{"key": "sentinel", "value": "s"}\n'
+    assert call("DELETE", f"/v1/entries/{text_key}").status_code == 204
+    assert direct.exists(text_key) == 0 and resp.get(text_key) is None
+    assert call("GET", f"/v1/entries/{text_key}").status_code == 404
+    resp.close()
+
+
+def test_rest_long_and_short_values_of_one_key_stay_coherent(rest):
+    import redis
+
+    srv, direct, call = rest
+    resp = redis.Redis(port=srv.port)
+    for i, value in enumerate(("short", "L" * 3000, "tiny", "M" * 3000, "end", "N" * 3000)):
+        if i % 4 in (2, 3):  # REST writes two, RESP two, ...: long after short and back
+            assert resp.set("flip", value) is True
+        else:
+            assert call("PUT", "/v1/entries/flip", json={"value": value}).status_code in (200, 201)
+        assert call("GET", "/v1/entries/flip").json()["value"] == value  # never the older one
+        assert resp.get("flip") == value.encode() and direct.get("flip") == value.encode()
+        if len(value) <= 31:
+            assert eventually(lambda value=value: engine_get(srv, b"flip") == value.encode())
+        else:
+            assert rest_settled(srv, call).get(b"flip") is None
+    resp.close()
+
+
+def test_rest_import_of_long_records_writes_redis_only_for_them(rest):
+    srv, direct, call = rest
+    records = {f"k{i}": f"v{i}" for i in range(50)}
+    records.update({"K" * (300 + i): "w" * (2000 + i) for i in range(20)})
+    records["short-key"] = "x" * 40
+    body = "".join(f'{{"key": "{k}", "value": "{v}"}}\n' for k, v in records.items())
+    r = call("POST", "/v1/entries?chunk_size=16", content=body,
+             headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 202
+    job = eventually(lambda: (lambda j: j if j["state"] != "running" else None)(
+        call("GET", r.headers["location"]).json()))
+    assert job["state"] == "done" and job["inserted"] == len(records) == 71
+    keys = list(records)
+    assert direct.mget(keys) == [records[k].encode() for k in keys]
+    items = rest_settled(srv, call)
+    assert {k.decode() for k in items} == {f"k{i}" for i in range(50)} | {"sentinel"}
+
+
+def test_rest_beyond_its_limits_is_refused_and_stores_nothing(rest):
+    from pynq_kv import KVEngine
+    from pynq_kv.appliance import Appliance
+    from pynq_kv_api.main import create_app
+
+    srv, direct, call = rest
+    r = call("PUT", "/v1/entries/big", json={"value": "b" * (1 << 20)})  # over the 1 MiB body
+    assert r.status_code == 413 and direct.exists("big") == 0
+    small = create_app(srv.appliance, max_import_bytes=10_000)
+    body = '{"key": "%s", "value": "x"}\n' % ("K" * 10_000)
+    try:
+        [r] = asgi_calls(srv, small, [("POST", "/v1/entries", {
+            "content": body, "headers": {"content-type": "application/x-ndjson"}})])
+    finally:
+        srv.appliance.unregister_frontend("admin")
+    assert r.status_code == 413 and direct.dbsize() == 0
+    # without a host tier the engine's widths are the limits, as before
+    alone = Appliance(lambda: KVEngine("model", srv.appliance.engine.geometry))
+    try:
+        answers = asgi_calls(srv, create_app(alone), [
+            ("PUT", "/v1/entries/" + "k" * 36, {"json": {"value": "v"}}),
+            ("PUT", "/v1/entries/k", {"json": {"value": "v" * 32}}),
+            ("POST", "/v1/entries", {"content": '{"key": "k", "value": "%s"}\n' % ("v" * 32),
+                                     "headers": {"content-type": "application/x-ndjson"}})])
+        assert [r.status_code for r in answers] == [422, 422, 422]
+        assert [r.json()["detail"][0]["loc"] for r in answers] == [
+            ["path", "key"], ["body", "value"], ["body", 1, "value"]]
+        assert len(alone.engine) == 0
+    finally:
+        alone.close()
 
 
 # -- end to end: pynq-kv serve --store private -------------------------------------------------
