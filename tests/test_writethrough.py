@@ -427,7 +427,8 @@ def test_memcached_beyond_its_limits_is_refused_and_stores_nothing(udp):
     reply = srv.run(handle_datagram_tiered(srv.tier, MC_HDR + mc_req(0x00, b"huge", opaque=4)))
     assert reply == [MC_HDR + mc_rsp(0x00, 0x0003, value=b"Too large.", opaque=4)]
     # exactly 1 MiB is a memcached item: stored, and read back as a train of datagrams
-    whole = MC_HDR + mc_req(0x01, b"mib", SETX, b"m" * MIB, opaque=5) + mc_req(0x00, b"mib", opaque=6)
+    whole = (MC_HDR + mc_req(0x01, b"mib", SETX, b"m" * MIB, opaque=5)
+             + mc_req(0x00, b"mib", opaque=6))
     reply = srv.run(handle_datagram_tiered(srv.tier, whole))
     assert joined(reply) == (mc_rsp(0x01, opaque=5)
                              + mc_rsp(0x00, extras=bytes(4), value=b"m" * MIB, opaque=6))
