@@ -4,7 +4,9 @@ the memcached UDP server and the admin REST API, each against a real redis-serve
 For each: a write through it is visible to a plain redis-py client on Redis; a key written
 straight into Redis is read through it (and filled into the engine); a key changed in Redis
 after it was filled is read anew (invalidation); with Redis down the request fails clearly and
-nothing is acknowledged.
+nothing is acknowledged. Keys and values longer than the engine holds, up to memcached's and
+REST's own limits, are written to and served from Redis alone, readable by every client; beyond
+those limits they are refused and nothing is stored.
 """
 
 from __future__ import annotations
