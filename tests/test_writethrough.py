@@ -620,6 +620,8 @@ def test_rest_long_keys_and_values_live_in_redis_only(rest):
     assert call("GET", f"/v1/entries/{raw_key.hex()}?encoding=hex").json()["value"] == {
         "hex": raw_value.hex()}
     assert call("GET", "/v1/entries/short-key").json()["value"] == text_value
+    r = call("GET", f"/v1/lookup/{text_key}")  # explains the engine's answer: its key width
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["path", "key"]
     items = rest_settled(srv, call)  # nothing long was filled, by the PUTs or the GETs
     assert b"short-key" not in items and all(len(key) <= 35 for key in items)
     # listing and export show the engine's table: the Redis-only entries are not in it
