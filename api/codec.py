@@ -48,9 +48,14 @@ def parse_key(text: str, encoding: KeyEncoding, layout: Optional[FieldLayout]) -
 
 
 def engine_key(engine: KVEngine, text: str, encoding: KeyEncoding,
-               layout: Optional[FieldLayout]) -> Item:
-    """parse_key, and the key fits this engine's key width (else InputError at path.key)."""
+               layout: Optional[FieldLayout], tiered: bool = False) -> Item:
+    """parse_key, and the key fits this engine's key width (else InputError at path.key).
+
+    tiered (an entry route with a host tier): a byte-string key is a Redis key, of any length
+    the request carries; the engine caches it only if it fits (pynq_kv.tier decides)."""
     key = parse_key(text, encoding, layout)
+    if tiered and isinstance(key, bytes):
+        return key
     try:
         engine.key_format.encode(key)
     except KVError as exc:
@@ -72,9 +77,15 @@ def item_in(item: ItemIn, loc: Loc) -> Item:
     return item
 
 
-def engine_value(engine: KVEngine, item: ItemIn, loc: Loc) -> Item:
-    """item_in, checked against the engine's value kind and width (else InputError at loc)."""
+def engine_value(engine: KVEngine, item: ItemIn, loc: Loc, tiered: bool = False) -> Item:
+    """item_in, checked against the engine's value kind and width (else InputError at loc).
+
+    tiered (an entry route with a host tier): a byte-string engine's value is a Redis string of
+    any length the request carries, cached by the engine only if it fits; an integer engine's
+    values stay numbers of its width."""
     value = item_in(item, loc)
+    if tiered and isinstance(value, bytes) and engine.value_kind != "int":
+        return value
     try:
         engine.encode_values([value])
     except KVError as exc:

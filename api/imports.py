@@ -4,7 +4,9 @@ POST /v1/entries checks every line before it answers (a bad line is a 422 naming
 changes), then answers 202 with a job that writes the records in chunks as an asyncio task,
 yielding to the loop between chunks so Redis, memcached and REST requests keep being served.
 GET /v1/entries/imports/{id} shows its progress. With a host tier each chunk is one pipeline of
-SETs to Redis (pynq_kv.tier.Tier.put_many), and the engine is filled as its cache.
+SETs to Redis (pynq_kv.tier.Tier.put_many), and the engine is filled as its cache; keys and
+values longer than the engine holds are checked against nothing but the import's size limit and
+stay in Redis alone.
 """
 
 from __future__ import annotations
@@ -14,17 +16,18 @@ import io
 import itertools
 import logging
 import time
+from array import array
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Callable, Coroutine, Optional
 
 import numpy as np
 
-from pynq_kv.bulk import BulkFormatError, read_records
+from pynq_kv.bulk import BulkFormatError, Item, read_records
 from pynq_kv.engine import KVEngine
 from pynq_kv.errors import KVError
 from pynq_kv.tier import HostTierUnavailable, RedisRefused, Tier
 
-from .codec import redis_key, redis_value
+from .codec import redis_value
 from .errors import InputError
 
 log = logging.getLogger("pynq_kv_api.imports")
@@ -67,22 +70,19 @@ def _line_of(body: bytes, offset: int) -> int:
     return body.count(b"\n", 0, offset) + 1
 
 
-async def check_file(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
-                     int_keys: bool, byte_keys: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Raw (N, KEY_BYTES) keys and (N, VALUE_BYTES) values of every record in body.
+Take = Callable[[Item], None]  # takes one checked key or value; ValueError refuses it
 
-    Each key and value is encoded as the engine will store it, so whatever passes here can be
-    written; the first bad line raises InputError at ("body", line[, "key"|"value"]).
-    byte_keys: every key must be a byte string (a host tier's Redis keys).
-    """
+
+async def _check_records(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
+                         int_keys: bool, take_key: Take, take_value: Take) -> None:
+    """Every record of body in order, its key and value handed to take_key and take_value; the
+    first bad line raises InputError at ("body", line[, "key"|"value"])."""
     try:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = _line_of(body, exc.start)
         raise InputError(("body", line), f"line {line}: not UTF-8 text ({exc.reason})") from None
-    key_format, value_format = engine.key_format, engine.value_format
     int_values = engine.value_kind == "int"
-    keys, values = bytearray(), bytearray()
     records = read_records(io.StringIO(text, newline=""), fmt, encoding=encoding,
                            int_keys=int_keys, int_values=int_values)
     try:
@@ -93,32 +93,88 @@ async def check_file(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
             for line, key, value in batch:
                 column = "key"
                 try:
-                    if byte_keys and not isinstance(key, bytes):
-                        raise ValueError("with a host tier keys are byte strings (Redis keys), "
-                                         "not integers")
-                    keys += key_format.encode(key)
+                    take_key(key)
                     column = "value"
                     if isinstance(value, int) != int_values:
                         raise ValueError(f"value {_kind(value)}, this engine stores "
                                          f"{'integer' if int_values else 'byte-string'} values")
-                    values += value_format.encode(value)
+                    take_value(value)
                 except ValueError as exc:  # the engine's format errors are ValueErrors
                     raise InputError(("body", line, column), f"line {line}: {exc}") from None
             await asyncio.sleep(0)
     except BulkFormatError as exc:
         loc = ("body", exc.line) + ((exc.column,) if exc.column else ())
         raise InputError(loc, str(exc)) from None
+
+
+async def check_file(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
+                     int_keys: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Raw (N, KEY_BYTES) keys and (N, VALUE_BYTES) values of every record in body.
+
+    Each key and value is encoded as the engine will store it, so whatever passes here can be
+    written; the first bad line raises InputError at ("body", line[, "key"|"value"]).
+    """
+    key_format, value_format = engine.key_format, engine.value_format
+    keys, values = bytearray(), bytearray()
+    await _check_records(engine, body, fmt, encoding=encoding, int_keys=int_keys,
+                         take_key=lambda key: keys.extend(key_format.encode(key)),
+                         take_value=lambda value: values.extend(value_format.encode(value)))
     g = engine.geometry
     return (np.frombuffer(bytes(keys), dtype=np.uint8).reshape(-1, g.key_bytes),
             np.frombuffer(bytes(values), dtype=np.uint8).reshape(-1, g.value_bytes))
 
 
-def redis_items(engine: KVEngine, keys: np.ndarray, values: np.ndarray) -> list[tuple[bytes, bytes]]:
-    """The Redis (key, value) strings of raw rows check_file made with byte_keys, as a RESP SET
-    sends them (codec.redis_key, codec.redis_value)."""
-    return [(redis_key(engine.decode_key(key.tobytes()), ("body",)),
-             redis_value(engine, engine.decode_value(value.tobytes()), ("body",)))
-            for key, value in zip(keys, values)]
+class RedisRecords:
+    """The Redis (key, value) strings of an import, packed in one buffer: a 256 MiB file held
+    as Python tuples of bytes would take several times its size."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._ends = array("Q")  # where each key, then its value, ends in _data
+
+    def append(self, key: bytes, value: bytes) -> None:
+        self._data += key
+        self._ends.append(len(self._data))
+        self._data += value
+        self._ends.append(len(self._data))
+
+    def __len__(self) -> int:
+        return len(self._ends) // 2
+
+    def items(self, start: int, stop: int) -> list[tuple[bytes, bytes]]:
+        """Records start..stop as (key, value)."""
+        data, ends = self._data, self._ends
+        out = []
+        for i in range(start, min(stop, len(self))):
+            begin = ends[2 * i - 1] if i else 0
+            middle, end = ends[2 * i], ends[2 * i + 1]
+            out.append((bytes(data[begin:middle]), bytes(data[middle:end])))
+        return out
+
+
+async def check_file_tiered(engine: KVEngine, body: bytes, fmt: str, *, encoding: str,
+                            int_keys: bool) -> RedisRecords:
+    """check_file with a host tier: the Redis (key, value) strings of every record, as a RESP
+    SET sends them (codec.redis_value). Keys must be byte strings, of any length, and so must a
+    byte-string engine's values: the engine caches those that fit (pynq_kv.tier decides); an
+    integer engine's values stay numbers of its width."""
+    value_format = engine.value_format
+    records = RedisRecords()
+    key_of: list[bytes] = []  # the record's key, until its value is checked
+
+    def take_key(key: Item) -> None:
+        if not isinstance(key, bytes):
+            raise ValueError("with a host tier keys are byte strings (Redis keys), not integers")
+        key_of[:] = [key]
+
+    def take_value(value: Item) -> None:
+        if isinstance(value, int):
+            value_format.encode(value)  # within the engine's width
+        records.append(key_of[0], redis_value(engine, value, ("body",)))
+
+    await _check_records(engine, body, fmt, encoding=encoding, int_keys=int_keys,
+                         take_key=take_key, take_value=take_value)
+    return records
 
 
 class ImportJobs:
@@ -142,14 +198,19 @@ class ImportJobs:
         return out
 
     def start(self, engine_of: Callable[[], KVEngine], keys: np.ndarray, values: np.ndarray,
-              fmt: str, chunk: int, tier: Optional[Tier] = None) -> ImportJob:
+              fmt: str, chunk: int) -> ImportJob:
         """A running job writing keys/values into engine_of() (looked up per chunk: a reload
-        replaces the engine, and later chunks must go to the new one), or through the host
-        tier when there is one."""
+        replaces the engine, and later chunks must go to the new one)."""
         job = ImportJob(next(self._ids), fmt, len(keys))
+        return self._launch(job, self._run(job, engine_of, keys, values, chunk))
+
+    def start_tiered(self, tier: Tier, records: RedisRecords, fmt: str, chunk: int) -> ImportJob:
+        """A running job writing Redis (key, value) strings through the host tier."""
+        job = ImportJob(next(self._ids), fmt, len(records))
+        return self._launch(job, self._run_tiered(job, tier, records, chunk))
+
+    def _launch(self, job: ImportJob, work: Coroutine[Any, Any, None]) -> ImportJob:
         self._jobs[job.id] = job
-        work = (self._run(job, engine_of, keys, values, chunk) if tier is None
-                else self._run_tiered(job, tier, engine_of, keys, values, chunk))
         self._tasks[job.id] = asyncio.get_running_loop().create_task(work)
         self._forget_old()
         return job
@@ -188,15 +249,14 @@ class ImportJobs:
             job.finished = time.time()
             self._tasks.pop(job.id, None)
 
-    async def _run_tiered(self, job: ImportJob, tier: Tier, engine_of: Callable[[], KVEngine],
-                          keys: np.ndarray, values: np.ndarray, chunk: int) -> None:
+    async def _run_tiered(self, job: ImportJob, tier: Tier, records: RedisRecords,
+                          chunk: int) -> None:
         """Write through the host tier, chunk records per pipeline; a chunk is acknowledged by
         Redis before the next is sent (done counts acknowledged records)."""
         try:
-            while job.done < len(keys):
-                start, stop = job.done, min(job.done + chunk, len(keys))
-                items = redis_items(engine_of(), keys[start:stop], values[start:stop])
-                new = await tier.put_many(items)
+            while job.done < len(records):
+                stop = min(job.done + chunk, len(records))
+                new = await tier.put_many(records.items(job.done, stop))
                 job.inserted += sum(new)
                 job.updated += len(new) - sum(new)
                 job.done = stop

@@ -3,8 +3,10 @@
 The differential tests send byte-identical datagrams to memcached 1.6 and to the software server
 and compare what comes back after normalising the differences docs/frontend.md §9 documents:
 CAS (pynq-kv sends 0), the VERSION string, and how responses are spread over datagrams (memcached
-sends one per response, pynq-kv packs them). The memcaslap tests run Debian's load generator with
-its text protocol over UDP against both servers, bounded in operations and time.
+sends one per response, pynq-kv packs them). With a host tier (a real redis-server behind the
+engine) keys up to memcached's 250 bytes and values longer than a datagram are compared too: the
+same trains of numbered datagrams. The memcaslap tests run Debian's load generator with its text
+protocol over UDP against both servers, bounded in operations and time.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pynq_kv.engine import KVEngine
 from pynq_kv.net import codec
 from pynq_kv.serve.memcached.server import UdpServer, start_udp_server
 from pynq_kv.appliance import Appliance
+from resp_helpers import HAVE_REDIS, PynqServer, RedisServer
 
 pytestmark = pytest.mark.skipif(shutil.which("memcached") is None, reason="memcached not installed")
 
@@ -291,6 +294,62 @@ def test_random_sessions_agree(memcached: Peer, pynq_kv: Peer, session: list[lis
         requests = [replace(r, key=prefix + r.key if r.key else b"", opaque=i)
                     for i, r in enumerate(datagram)]
         assert_same_binary(memcached, pynq_kv, bin_datagram(*requests))
+
+
+# -- with a host tier: memcached's own limits, long responses in trains --------------------------
+@pytest.fixture(scope="module")
+def tiered_pynq_kv() -> Iterator[Peer]:
+    """The software server with a real redis-server behind its engine (docs/hosttier.md)."""
+    if not HAVE_REDIS:
+        pytest.skip("needs Debian's redis-server")
+    redis = RedisServer()
+    srv = PynqServer(redis=redis)  # 35-byte keys, 31-byte values in the engine
+    server = srv.run(start_udp_server(srv.appliance, "127.0.0.1", 0))
+    peer = Peer("pynq-kv with a host tier", server.port)
+    yield peer
+    peer.close()
+    srv.run(server.close())
+    srv.stop()
+    redis.stop()
+
+
+def responses_of(datagrams: list[bytes]) -> list[codec.Response]:
+    """The responses of reply datagrams, trains joined, CAS set to 0."""
+    joined = b"".join(d[8:] for d in datagrams)
+    return [replace(r, cas=0) for r in codec.parse_responses(joined)]
+
+
+def test_long_keys_and_values_with_a_host_tier(memcached: Peer, tiered_pynq_kv: Peer) -> None:
+    """Keys up to memcached's 250 bytes and values longer than a datagram (stored in Redis, not
+    the engine): the same replies as memcached, each long response the same train of numbered
+    datagrams (request id, i, n, 0), 1,400 bytes each but the last."""
+    Op = codec.Opcode
+    keys = [fresh(b"L" * 240), fresh(b"m"), fresh(b"n")]
+    values = [b"w" * 100, b"v" * 5000, bytes(range(256)) * 234]  # the last: 59,904 bytes
+    sets = bin_datagram(*[codec.set_request(k, v, opaque=i) for i, (k, v) in
+                          enumerate(zip(keys, values))])
+    assert_same_binary(memcached, tiered_pynq_kv, sets)
+    gets = bin_datagram(codec.get_request(keys[0], 1), codec.get_request(keys[1], 2, Op.GETK),
+                        codec.get_request(keys[2], 3), codec.get_request(fresh(b"L" * 240), 4))
+    theirs, ours = memcached.exchange(gets), tiered_pynq_kv.exchange(gets)
+    trains = [[(d[2:6], len(d)) for d in side if d[4:6] != b"\x00\x01"] for side in (ours, theirs)]
+    assert trains[0] == trains[1] and len(trains[0]) == 4 + 44  # the 5,000 and 59,904-byte values
+    assert responses_of(ours) == responses_of(theirs)
+    assert [r.value for r in responses_of(ours)[:3]] == values
+    assert len(ours) == 1 + 4 + 44 + 1  # the miss and the NOOP packed in one datagram (§9)
+    text = b"get %s %s %s\r\nversion\r\n" % tuple(keys)
+    # memcached puts END into the last value's datagram, pynq-kv packs it with VERSION (§9)
+    theirs, ours = memcached.exchange(text, VERSION_END), tiered_pynq_kv.exchange(text, VERSION_END)
+    assert text_joined(ours) == text_joined(theirs)
+    assert text_joined(ours).count(b"VALUE") == 3 and all(len(d) <= 1400 for d in ours)
+    too_long = codec.get_request(b"K" * 251, END_OPAQUE).encode()  # alone: memcached stops there
+    refused = assert_same_binary(memcached, tiered_pynq_kv, too_long)
+    assert (refused[0].status, refused[0].value) == (4, b"Invalid arguments")
+
+
+def text_joined(datagrams: list[bytes]) -> bytes:
+    return re.sub(rb"VERSION [^\r]*\r\n", b"VERSION <version>\r\n",
+                  b"".join(d[8:] for d in datagrams))
 
 
 # -- memcaslap ------------------------------------------------------------------------------

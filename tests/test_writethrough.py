@@ -4,7 +4,9 @@ the memcached UDP server and the admin REST API, each against a real redis-serve
 For each: a write through it is visible to a plain redis-py client on Redis; a key written
 straight into Redis is read through it (and filled into the engine); a key changed in Redis
 after it was filled is read anew (invalidation); with Redis down the request fails clearly and
-nothing is acknowledged.
+nothing is acknowledged. Keys and values longer than the engine holds, up to memcached's and
+REST's own limits, are written to and served from Redis alone, readable by every client; beyond
+those limits they are refused and nothing is stored.
 """
 
 from __future__ import annotations
@@ -170,12 +172,14 @@ SESSION = [
     mc_req(0x09, b"a") + mc_req(0x0D, b"b") + mc_req(0x0A),  # GETQ hit, GETKQ miss, NOOP
     mc_req(0x11, b"a", SETX, b"quiet") + mc_req(0x00, b"a"),  # SETQ then GET
     mc_req(0x04, b"a", opaque=6) + mc_req(0x04, b"a", opaque=7) + mc_req(0x00, b"a", opaque=8),
-    mc_req(0x01, b"k" * 36, SETX, b"v") + mc_req(0x01, b"b", SETX, b"v" * 32),  # too long
+    # keys longer than memcached's 250 bytes: refused alike (with a tier, memcached's limits)
+    mc_req(0x01, b"k" * 251, SETX, b"v") + mc_req(0x00, b"k" * 251, opaque=9),
     mc_req(0x01, b"b", struct.pack(">II", 1, 0), b"v"),  # flags: refused
     mc_req(0x0B) + mc_req(0x0A),  # VERSION, NOOP
     b"set t 0 0 3\r\nabc\r\nget t nope t\r\n",
     b"set u 0 0 2 noreply\r\nxy\r\nget u\r\ndelete u\r\ndelete u\r\nget u\r\n",
-    b"set v 1 0 1\r\nx\r\nset w 0 0 40\r\n" + b"x" * 40 + b"\r\nget " + b"k" * 36 + b"\r\n",
+    b"set v 1 0 1\r\nx\r\nset w 0 0 3\r\nxyz\r\nget " + b"k" * 251 + b"\r\ndelete " + b"k" * 251
+    + b"\r\n",
 ]
 
 
@@ -239,7 +243,7 @@ def test_memcached_writes_and_reads_through_redis(udp):
     assert eventually(lambda: ask(b"get m2\r\n") == b"VALUE m2 0 7\r\nchanged\r\nEND\r\n")
     assert ask(b"delete m1\r\n") == b"DELETED\r\n" and direct.exists("m1") == 0
     assert ask(b"delete m1\r\n") == b"NOT_FOUND\r\n"
-    direct.set("big", "x" * 40)  # longer than this front-end carries (31 bytes)
+    direct.set("big", "x" * ((1 << 20) + 1))  # longer than memcached's items (1 MiB)
     assert ask(b"get big\r\n") == b"SERVER_ERROR object too large for cache\r\nEND\r\n"
     direct.set("m3", "bin")
     reply = ask(mc_req(0x00, b"m3", opaque=9))
@@ -280,6 +284,182 @@ def test_memcached_with_redis_down_acknowledges_nothing(doomed):
     status, opaque = struct.unpack(">H", reply[0][14:16])[0], reply[0][20:24]
     assert status == 0x0086 and opaque == b"\x00\x00\x00\x05"
     assert engine_get(srv, b"a") is None
+
+
+# -- memcached: keys and values longer than the engine holds live in Redis only ------------------
+
+KEY200 = b"long:" + b"k" * 195  # memcached allows 250 bytes; this engine's keys hold 35
+KEY250 = b"K" * 250
+KEY251 = b"K" * 251
+LONG_VALUE = bytes(range(256)) * 20  # 5,120 bytes: the engine holds 31, a reply datagram 1,392
+MIB = 1 << 20
+
+
+def mc_rsp(opcode: int, status: int = 0, extras: bytes = b"", value: bytes = b"",
+           opaque: int = 0) -> bytes:
+    body = extras + value
+    return struct.pack(">BBHBBHIIQ", 0x81, opcode, 0, len(extras), 0, status, len(body),
+                       opaque, 0) + body
+
+
+def joined(datagrams: list[bytes]) -> bytes:
+    """The reply bodies in order, each train of numbered datagrams (request id, i, n, 0)
+    checked and joined."""
+    out = b""
+    train: list[bytes] = []
+    for datagram in datagrams:
+        request_id, sequence, total, reserved = struct.unpack(">HHHH", datagram[:8])
+        assert len(datagram) <= 1400 and request_id == 7 and reserved == 0
+        if total == 1:
+            assert sequence == 0 and not train
+            out += datagram[8:]
+            continue
+        assert sequence == len(train)
+        train.append(datagram[8:])
+        if len(train) == total:
+            out += b"".join(train)
+            train = []
+    assert not train
+    return out
+
+
+def mc_text(port: int, body: bytes, end: bytes) -> bytes:
+    """A text request datagram's whole reply (trains joined), read until it ends with end."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sock.settimeout(WAIT)
+        sock.sendto(MC_HDR + body, ("127.0.0.1", port))
+        datagrams = [sock.recv(2048)]
+        while True:
+            total = struct.unpack(">H", datagrams[-1][4:6])[0]
+            done = total == 1 or struct.unpack(">H", datagrams[-1][2:4])[0] == total - 1
+            if done and joined(datagrams).endswith(end):
+                return joined(datagrams)
+            datagrams.append(sock.recv(2048))
+
+
+def text_set(key: bytes, value: bytes) -> bytes:
+    return b"set %s 0 0 %d\r\n%s\r\n" % (key, len(value), value)
+
+
+def settled(srv: PynqServer, port: int) -> dict:
+    """The engine's entries once every fill asked for so far is settled: a short SET through
+    memcached after them, whose own fill comes after theirs (fills are applied in order)."""
+    assert mc_text(port, text_set(b"sentinel", b"s"), b"\r\n") == b"STORED\r\n"
+    assert eventually(lambda: engine_get(srv, b"sentinel") == b"s")
+    return srv.items()
+
+
+def test_memcached_long_keys_and_values_live_in_redis_only(udp):
+    import redis
+
+    from pynq_kv.net import MemcacheUDPClient
+
+    srv, direct, _, port = udp
+    resp = redis.Redis(port=srv.port)
+    assert mc_text(port, text_set(KEY200, b"hi"), b"\r\n") == b"STORED\r\n"
+    assert mc_text(port, text_set(b"lv", LONG_VALUE), b"\r\n") == b"STORED\r\n"
+    with MemcacheUDPClient("127.0.0.1", port, timeout=WAIT) as client:
+        client.set(KEY250, LONG_VALUE + b"!")  # binary: both longer than the engine holds
+        for key, value in ((KEY200, b"hi"), (b"lv", LONG_VALUE), (KEY250, LONG_VALUE + b"!")):
+            assert direct.get(key) == value  # in Redis itself
+            assert resp.get(key) == value  # through pynq-kv's RESP front-end
+            assert client.get(key) == value  # back through memcached (a train of datagrams)
+        assert client.get_multi([KEY200, b"lv", b"nope"]) == {KEY200: b"hi", b"lv": LONG_VALUE}
+        direct.set(KEY200 + b"x", "rule-less")
+        match = client.match(KEY200 + b"x")  # a long key matches no rule: Redis' exact hit
+        assert match is not None and (match.kind, match.value) == ("exact", b"rule-less")
+        assert client.match(KEY200 + b"y") is None
+    got = mc_text(port, b"get %s lv %s\r\n" % (KEY200, KEY250), b"END\r\n")
+    assert got == (b"VALUE %s 0 2\r\nhi\r\n" % KEY200
+                   + b"VALUE lv 0 %d\r\n%s\r\n" % (len(LONG_VALUE), LONG_VALUE)
+                   + b"VALUE %s 0 %d\r\n%s!\r\nEND\r\n" % (KEY250, len(LONG_VALUE) + 1,
+                                                             LONG_VALUE))
+    items = settled(srv, port)  # after every read above asked Redis: nothing long was filled
+    assert b"lv" not in items and all(len(key) <= 35 for key in items)
+    assert items[b"sentinel"] == b"s"
+    assert mc_text(port, b"delete %s\r\n" % KEY200, b"\r\n") == b"DELETED\r\n"
+    assert direct.exists(KEY200) == 0 and resp.get(KEY200) is None
+    resp.close()
+
+
+def test_memcached_long_and_short_values_of_one_key_stay_coherent(udp):
+    import redis
+
+    srv, direct, _, port = udp
+    resp = redis.Redis(port=srv.port)
+    values = (b"short", LONG_VALUE, b"tiny", LONG_VALUE + b"!", b"end", LONG_VALUE + b"?")
+    for i, value in enumerate(values):
+        if i % 4 in (2, 3):  # memcached writes two, RESP two, ...: long after short and back
+            assert resp.set("flip", value) is True
+        else:
+            assert mc_text(port, text_set(b"flip", value), b"\r\n") == b"STORED\r\n"
+        unit = b"VALUE flip 0 %d\r\n%s\r\nEND\r\n" % (len(value), value)
+        assert mc_text(port, b"get flip\r\n", b"END\r\n") == unit  # never the older value
+        assert resp.get("flip") == value and direct.get("flip") == value
+        if len(value) <= 31:  # fits: filled again
+            assert eventually(lambda value=value: engine_get(srv, b"flip") == value)
+        else:
+            assert settled(srv, port).get(b"flip") is None
+    resp.close()
+
+
+def test_memcached_beyond_its_limits_is_refused_and_stores_nothing(udp):
+    from pynq_kv import KVEngine
+    from pynq_kv.net import MemcacheUDPClient
+    from pynq_kv.net.client import MemcacheError
+    from pynq_kv.serve.memcached.server import handle_datagram, handle_datagram_tiered
+
+    srv, direct, _, port = udp
+    bad = b"CLIENT_ERROR bad command line format\r\n"
+    assert mc_text(port, text_set(KEY251, b"x"), b"\r\n") == bad
+    assert mc_text(port, b"get %s\r\n" % KEY251, b"\r\n") == bad
+    assert mc_text(port, b"delete %s\r\n" % KEY251, b"\r\n") == bad
+    with MemcacheUDPClient("127.0.0.1", port, timeout=WAIT) as client:
+        for call in (lambda: client.set(KEY251, b"x"), lambda: client.get(KEY251)):
+            with pytest.raises(MemcacheError) as refused:
+                call()
+            assert refused.value.status == 0x0004
+    # A value over 1 MiB cannot travel in one request datagram; the check is still the handler's.
+    huge = MC_HDR + mc_req(0x01, b"huge", SETX, b"h" * (MIB + 1), opaque=3)
+    assert srv.run(handle_datagram_tiered(srv.tier, huge)) == [
+        MC_HDR + mc_rsp(0x01, 0x0003, value=b"Too large.", opaque=3)]
+    assert direct.exists(KEY251, "huge") == 0
+    direct.set("huge", b"h" * (MIB + 1))  # written by a Redis client: too large to show
+    reply = srv.run(handle_datagram_tiered(srv.tier, MC_HDR + mc_req(0x00, b"huge", opaque=4)))
+    assert reply == [MC_HDR + mc_rsp(0x00, 0x0003, value=b"Too large.", opaque=4)]
+    # exactly 1 MiB is a memcached item: stored, and read back as a train of datagrams
+    whole = (MC_HDR + mc_req(0x01, b"mib", SETX, b"m" * MIB, opaque=5)
+             + mc_req(0x00, b"mib", opaque=6))
+    reply = srv.run(handle_datagram_tiered(srv.tier, whole))
+    assert joined(reply) == (mc_rsp(0x01, opaque=5)
+                             + mc_rsp(0x00, extras=bytes(4), value=b"m" * MIB, opaque=6))
+    assert direct.strlen("mib") == MIB
+    # without a host tier the engine's widths are the limits, as before
+    with KVEngine("model", srv.appliance.engine.geometry) as alone:
+        assert handle_datagram(alone, MC_HDR + mc_req(0x01, KEY200, SETX, b"v", opaque=1)) == [
+            MC_HDR + mc_rsp(0x01, 0x0004, value=b"Invalid arguments", opaque=1)]
+        assert handle_datagram(alone, MC_HDR + text_set(b"lv", LONG_VALUE)) == [
+            MC_HDR + b"SERVER_ERROR object too large for cache\r\n"]
+        assert len(alone) == 0
+
+
+def test_memcached_long_replies_are_trains_within_the_budget(tiered):
+    from pynq_kv.serve.memcached.server import handle_datagram_tiered
+
+    srv, direct = tiered
+    direct.set("lv", LONG_VALUE)
+    request = MC_HDR + mc_req(0x00, b"lv", opaque=1) + mc_req(0x0A, opaque=2)
+    reply = srv.run(handle_datagram_tiered(srv.tier, request))
+    response = mc_rsp(0x00, extras=bytes(4), value=LONG_VALUE, opaque=1)  # 5,148 bytes
+    count = -(-len(response) // 1392)
+    assert [struct.unpack(">HHHH", d[:8]) for d in reply] == [
+        (7, i, count, 0) for i in range(count)] + [(7, 0, 1, 0)]
+    assert b"".join(d[8:] for d in reply[:count]) == response
+    assert reply[count] == MC_HDR + mc_rsp(0x0A, opaque=2)  # the next response opens its own
+    # from a source allowed at M = 2 the long first response is held to the budget
+    reply = srv.run(handle_datagram_tiered(srv.tier, request, budget=2))
+    assert reply == [MC_HDR + mc_rsp(0x00, 0x0085, value=b"Use TCP", opaque=1)]
 
 
 # -- the admin REST API -------------------------------------------------------------------------
@@ -395,6 +575,132 @@ def test_rest_with_redis_down_acknowledges_nothing(doomed):
     for r in srv.run(go()):
         assert r.status_code == 503 and "Redis cannot be reached" in r.json()["detail"]
     assert engine_get(srv, b"k") is None
+
+
+# -- REST: keys and values longer than the engine holds live in Redis only ----------------------
+
+def asgi_calls(srv: PynqServer, app: Any, requests: list[tuple[str, str, dict]]) -> list[Any]:
+    """The app's answers to requests (method, url, httpx keywords), in order, on srv's loop."""
+    import httpx
+
+    async def go() -> list[Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://admin") as client:
+            return [await client.request(method, url, **kwargs) for method, url, kwargs in requests]
+
+    return srv.run(go())
+
+
+def rest_settled(srv: PynqServer, call: Callable[..., Any]) -> dict:
+    """The engine's entries once every fill asked for so far is settled (a short PUT after them
+    is filled after theirs)."""
+    assert call("PUT", "/v1/entries/sentinel", json={"value": "s"}).status_code in (200, 201)
+    assert eventually(lambda: engine_get(srv, b"sentinel") == b"s")
+    return srv.items()
+
+
+def test_rest_long_keys_and_values_live_in_redis_only(rest):
+    import redis
+
+    srv, direct, call = rest
+    resp = redis.Redis(port=srv.port)
+    text_key, text_value = "user/" + "u" * 295, "v" * 20_000  # the engine: 35 and 31 bytes
+    raw_key, raw_value = bytes(range(256)) * 2, bytes(range(255, -1, -1)) * 80
+    r = call("PUT", f"/v1/entries/{text_key}", json={"value": text_value})
+    assert r.status_code == 201 and r.json()["key"] == text_key
+    r = call("PUT", f"/v1/entries/{raw_key.hex()}?encoding=hex",
+             json={"value": {"hex": raw_value.hex()}})
+    assert r.status_code == 201
+    assert call("PUT", "/v1/entries/short-key", json={"value": text_value}).status_code == 201
+    for key, value in ((text_key.encode(), text_value.encode()), (raw_key, raw_value),
+                       (b"short-key", text_value.encode())):
+        assert direct.get(key) == value  # in Redis itself
+        assert resp.get(key) == value  # through pynq-kv's RESP front-end
+    assert call("GET", f"/v1/entries/{text_key}").json()["value"] == text_value
+    assert call("GET", f"/v1/entries/{raw_key.hex()}?encoding=hex").json()["value"] == {
+        "hex": raw_value.hex()}
+    assert call("GET", "/v1/entries/short-key").json()["value"] == text_value
+    r = call("GET", f"/v1/lookup/{text_key}")  # explains the engine's answer: its key width
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["path", "key"]
+    items = rest_settled(srv, call)  # nothing long was filled, by the PUTs or the GETs
+    assert b"short-key" not in items and all(len(key) <= 35 for key in items)
+    # listing and export show the engine's table: the Redis-only entries are not in it
+    listed = call("GET", "/v1/entries").json()["entries"]
+    assert [e["key"] for e in listed] == ["sentinel"]
+    assert call("GET", "/v1/entries?format=ndjson").text == '{"key": "sentinel", "value": "s"}\n'
+    assert call("DELETE", f"/v1/entries/{text_key}").status_code == 204
+    assert direct.exists(text_key) == 0 and resp.get(text_key) is None
+    assert call("GET", f"/v1/entries/{text_key}").status_code == 404
+    resp.close()
+
+
+def test_rest_long_and_short_values_of_one_key_stay_coherent(rest):
+    import redis
+
+    srv, direct, call = rest
+    resp = redis.Redis(port=srv.port)
+    for i, value in enumerate(("short", "L" * 3000, "tiny", "M" * 3000, "end", "N" * 3000)):
+        if i % 4 in (2, 3):  # REST writes two, RESP two, ...: long after short and back
+            assert resp.set("flip", value) is True
+        else:
+            assert call("PUT", "/v1/entries/flip", json={"value": value}).status_code in (200, 201)
+        assert call("GET", "/v1/entries/flip").json()["value"] == value  # never the older one
+        assert resp.get("flip") == value.encode() and direct.get("flip") == value.encode()
+        if len(value) <= 31:
+            assert eventually(lambda value=value: engine_get(srv, b"flip") == value.encode())
+        else:
+            assert rest_settled(srv, call).get(b"flip") is None
+    resp.close()
+
+
+def test_rest_import_of_long_records_writes_redis_only_for_them(rest):
+    srv, direct, call = rest
+    records = {f"k{i}": f"v{i}" for i in range(50)}
+    records.update({"K" * (300 + i): "w" * (2000 + i) for i in range(20)})
+    records["short-key"] = "x" * 40
+    body = "".join(f'{{"key": "{k}", "value": "{v}"}}\n' for k, v in records.items())
+    r = call("POST", "/v1/entries?chunk_size=16", content=body,
+             headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 202
+    job = eventually(lambda: (lambda j: j if j["state"] != "running" else None)(
+        call("GET", r.headers["location"]).json()))
+    assert job["state"] == "done" and job["inserted"] == len(records) == 71
+    keys = list(records)
+    assert direct.mget(keys) == [records[k].encode() for k in keys]
+    items = rest_settled(srv, call)
+    assert {k.decode() for k in items} == {f"k{i}" for i in range(50)} | {"sentinel"}
+
+
+def test_rest_beyond_its_limits_is_refused_and_stores_nothing(rest):
+    from pynq_kv import KVEngine
+    from pynq_kv.appliance import Appliance
+    from pynq_kv_api.main import create_app
+
+    srv, direct, call = rest
+    r = call("PUT", "/v1/entries/big", json={"value": "b" * (1 << 20)})  # over the 1 MiB body
+    assert r.status_code == 413 and direct.exists("big") == 0
+    small = create_app(srv.appliance, max_import_bytes=10_000)
+    body = '{"key": "%s", "value": "x"}\n' % ("K" * 10_000)
+    try:
+        [r] = asgi_calls(srv, small, [("POST", "/v1/entries", {
+            "content": body, "headers": {"content-type": "application/x-ndjson"}})])
+    finally:
+        srv.appliance.unregister_frontend("admin")
+    assert r.status_code == 413 and direct.dbsize() == 0
+    # without a host tier the engine's widths are the limits, as before
+    alone = Appliance(lambda: KVEngine("model", srv.appliance.engine.geometry))
+    try:
+        answers = asgi_calls(srv, create_app(alone), [
+            ("PUT", "/v1/entries/" + "k" * 36, {"json": {"value": "v"}}),
+            ("PUT", "/v1/entries/k", {"json": {"value": "v" * 32}}),
+            ("POST", "/v1/entries", {"content": '{"key": "k", "value": "%s"}\n' % ("v" * 32),
+                                     "headers": {"content-type": "application/x-ndjson"}})])
+        assert [r.status_code for r in answers] == [422, 422, 422]
+        assert [r.json()["detail"][0]["loc"] for r in answers] == [
+            ["path", "key"], ["body", "value"], ["body", 1, "value"]]
+        assert len(alone.engine) == 0
+    finally:
+        alone.close()
 
 
 # -- end to end: pynq-kv serve --store private -------------------------------------------------

@@ -22,7 +22,7 @@ from ..codec import (
 )
 from ..deps import ApplianceDep, Authorized, EngineDep, ImportsDep, LayoutDep, TierDep
 from ..errors import NO_ROOM, NOT_FOUND, TIER, UNAUTHORIZED, InputError
-from ..imports import check_file
+from ..imports import check_file, check_file_tiered
 from ..models import (
     BulkFormat,
     EntryListed,
@@ -157,14 +157,20 @@ async def import_entries(
     over the import limit (256 MiB by default) is 413 before it is read.
 
     With a host tier the records are written to Redis (a pipeline of SETs per chunk; `inserted`
-    counts keys Redis did not hold) and enter the engine as a cache; keys must be byte strings.
+    counts keys Redis did not hold) and enter the engine as a cache; keys must be byte strings,
+    and keys and values longer than the engine holds stay in Redis alone.
     """
     fmt_name = _import_format(request, fmt)
     body = await _read_body(request)
     tier = appliance.tier
-    keys, values = await check_file(appliance.engine, body, fmt_name, encoding=encoding.value,
-                                    int_keys=int_keys, byte_keys=tier is not None)
-    job = jobs.start(lambda: appliance.engine, keys, values, fmt_name, chunk_size, tier=tier)
+    if tier is None:
+        keys, values = await check_file(appliance.engine, body, fmt_name,
+                                        encoding=encoding.value, int_keys=int_keys)
+        job = jobs.start(lambda: appliance.engine, keys, values, fmt_name, chunk_size)
+    else:
+        records = await check_file_tiered(appliance.engine, body, fmt_name,
+                                          encoding=encoding.value, int_keys=int_keys)
+        job = jobs.start_tiered(tier, records, fmt_name, chunk_size)
     response.headers["Location"] = str(request.url_for("get_import", job_id=job.id).path)
     return ImportJobPublic(**job.public())
 
@@ -189,8 +195,8 @@ async def get_import(job_id: int, jobs: ImportsDep) -> ImportJobPublic:
 async def get_entry(key: str, engine: EngineDep, layout: LayoutDep, tier: TierDep,
                     encoding: KeyEncoding = KeyEncodingQuery) -> EntryPublic:
     """The value stored under key in the exact table (a GET: counts as a lookup); with a host
-    tier, from Redis when the engine does not hold it (which fills the engine)."""
-    k = engine_key(engine, key, encoding, layout)
+    tier, from Redis when the engine does not hold it (which fills the engine if it fits)."""
+    k = engine_key(engine, key, encoding, layout, tiered=tier is not None)
     if tier is not None and isinstance(k, bytes):
         text = (await tier.get_many([k]))[0]
         value = None if text is None else from_redis(engine, text)
@@ -210,9 +216,11 @@ async def put_entry(key: str, body: EntryUpdate, response: Response, engine: Eng
     """Store a value under key: 201 for a new key, 200 for an update, 507 if there is no room.
 
     With a host tier the value is written to Redis and the answer comes once Redis acknowledged
-    it (201: Redis did not hold the key); the engine is filled as its cache, never 507."""
-    k = engine_key(engine, key, encoding, layout)
-    value = engine_value(engine, body.value, ("body", "value"))
+    it (201: Redis did not hold the key); the engine is filled as its cache, never 507. The key
+    and value may then be longer than the engine holds (up to the request's size limit): they
+    stay in Redis alone."""
+    k = engine_key(engine, key, encoding, layout, tiered=tier is not None)
+    value = engine_value(engine, body.value, ("body", "value"), tiered=tier is not None)
     if tier is not None:
         item = (redis_key(k), redis_value(engine, value, ("body", "value")))
         created = (await tier.put_many([item]))[0]
@@ -231,7 +239,7 @@ async def delete_entry(key: str, engine: EngineDep, layout: LayoutDep, tier: Tie
                        encoding: KeyEncoding = KeyEncodingQuery) -> Response:
     """Remove key from the exact table (404 if it was not there); with a host tier from Redis
     (404 if Redis did not hold it), answered once Redis acknowledged it."""
-    k = engine_key(engine, key, encoding, layout)
+    k = engine_key(engine, key, encoding, layout, tiered=tier is not None)
     deleted = (await tier.delete_many([redis_key(k)]) if tier is not None
                else engine.delete(k))
     if not deleted:

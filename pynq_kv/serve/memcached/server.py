@@ -4,13 +4,16 @@
 it is the reference model the RTL front-end is compared with. `start_udp_server` serves it on an
 asyncio UDP socket for the appliance, so the data plane works without a board. A datagram is
 parsed, planned into runs of one engine operation, run and rendered by `serve.batch.Pipeline`,
-the batching both servers share; `serve.batch.Limits` checks its keys and values.
+the batching both servers share; `_Wire` checks its keys and values (the engine's limits,
+`pynq_kv.limits.Limits`).
 
 With a host tier (`appliance.tier`, a Redis behind the engine) the same plan runs through it
 instead (`handle_datagram_tiered`, docs/hosttier.md "Every front-end writes through"): gets read
 the engine, then Redis for its misses; sets and deletes go to Redis and are answered once Redis
-acknowledged them. The datagram's replies are sent when Redis has answered; the checks and the
-replies are the same bytes as without a tier.
+acknowledged them. The datagram's replies are sent when Redis has answered. The checks are
+memcached's own limits there (`MEMCACHED_MAX_KEY`, `MEMCACHED_MAX_VALUE`), not the engine's: what
+the engine cannot hold stays in Redis. For what both accept the replies are the same bytes as
+without a tier.
 """
 
 from __future__ import annotations
@@ -87,6 +90,12 @@ UDP_RECV_BUFFER = 4 << 20  # loopback bursts from load generators overflow the d
 # With a host tier: datagrams waiting for Redis at most; more are dropped (counted in
 # drop_tier_busy), as a full socket buffer would drop them, so a flood cannot queue without bound.
 TIER_MAX_PENDING = 4096
+# With a host tier a request is checked against memcached's own limits instead of the engine's
+# (docs/hosttier.md): keys of at most 250 bytes (memcached's KEY_MAX_LENGTH) and values of at
+# most 1 MiB (its default item size, `-I 1m`). A SET's value is also bounded by its request
+# datagram (requests never span datagrams); a GET's may come from Redis, written by any client.
+MEMCACHED_MAX_KEY = 250
+MEMCACHED_MAX_VALUE = 1 << 20
 
 Counters = Counter  # counter name -> count; missing names read 0
 
@@ -109,7 +118,7 @@ class _Failure:
         return Response(opcode, self.status, value=self.body, opaque=opaque).encode()
 
 
-# A value in Redis longer than a SET through this front-end may store (VALUE_W/8 - 1 bytes).
+# A value in Redis longer than a SET through this front-end may store (MEMCACHED_MAX_VALUE).
 _TOO_LARGE = _Failure(Status.VALUE_TOO_LARGE, b"Too large.", R_TOOLARGE)
 
 
@@ -143,21 +152,32 @@ _Item = Union[bytes, Render, _TextValues]
 
 
 class _Wire:
-    """The engine's limits and encodings as this front-end uses them (frontend.md §4.3)."""
+    """The limits and encodings this front-end uses (frontend.md §4.3): the engine's."""
 
     tiered = False
 
     def __init__(self, engine: KVEngine) -> None:
-        self.limits = Limits(engine)
+        limits = Limits(engine)
+        self.max_key = limits.max_key  # the longest key a request may carry
+        self.max_value = limits.max_value  # the longest value a SET may carry, a GET answer
         self.key_bytes = engine.geometry.key_bytes
         self.value_bytes = engine.geometry.value_bytes
-        self.max_value = self.value_bytes - 1
         self.raw_value: Callable[[bytes], Any] = engine.value_format.encode
+
+    def key_fits(self, key: bytes) -> bool:
+        return len(key) <= self.max_key
+
+    def keys_fit(self, keys: tuple[bytes, ...]) -> bool:
+        """All of (at least one) keys fit."""
+        return max(map(len, keys)) <= self.max_key
+
+    def value_fits(self, value: bytes) -> bool:
+        return len(value) <= self.max_value
 
     def wire_value(self, raw: bytes) -> bytes:
         """A raw value as the wire shows it: the tagged bytes, or all of it if not tagged."""
         length = raw[0]
-        return raw[1:1 + length] if length <= self.max_value else raw
+        return raw[1:1 + length] if length < self.value_bytes else raw
 
 
 def _as_is(data: Any) -> Any:
@@ -165,13 +185,16 @@ def _as_is(data: Any) -> Any:
 
 
 class _TierWire(_Wire):
-    """The same limits with a host tier, where values travel as the bytes Redis holds: a SET's
-    value is its data, and answers are already wire values (_run_tiered converts the engine's)."""
+    """With a host tier: memcached's own limits (what the engine cannot hold stays in Redis),
+    and values travel as the bytes Redis holds: a SET's value is its data, and answers are
+    already wire values (_run_tiered converts the engine's)."""
 
     tiered = True
 
     def __init__(self, engine: KVEngine) -> None:
         super().__init__(engine)
+        self.max_key = MEMCACHED_MAX_KEY
+        self.max_value = MEMCACHED_MAX_VALUE
         self.raw_value = _as_is
 
     def wire_value(self, raw: bytes) -> bytes:
@@ -256,14 +279,14 @@ def _refusal(request: Request, wire: _Wire) -> Optional[int]:
     if (len(request.extras) != extras or bool(request.key) != needs_key
             or (request.value and not value_ok)):
         return Status.INVALID_ARGUMENTS
-    if not wire.limits.key_fits(request.key):
+    if not wire.key_fits(request.key):
         return Status.INVALID_ARGUMENTS
     if request.cas and (request.opcode in _SETS or request.opcode in _DELETES):
         return Status.INVALID_ARGUMENTS
     if request.opcode in _SETS:
         if SET_EXTRAS.unpack(request.extras) != (0, 0):
             return Status.INVALID_ARGUMENTS
-        if not wire.limits.value_fits(request.value):
+        if not wire.value_fits(request.value):
             return Status.VALUE_TOO_LARGE
     return None
 
@@ -364,17 +387,17 @@ def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counte
         elif isinstance(command, TextVersion):
             pipe.ready(version_reply(VERSION_STRING))
         elif isinstance(command, TextGet):
-            if not wire.limits.keys_fit(command.keys):
+            if not wire.keys_fit(command.keys):
                 pipe.ready(R_BADFMT)
                 continue
             pipe.extend("get", _TextValues(command.keys, wire), command.keys)
             pipe.ready(END)
         elif isinstance(command, TextSet):
-            if not wire.limits.key_fits(command.key):
+            if not wire.key_fits(command.key):
                 pipe.ready(R_BADFMT)
             elif command.flags or command.exptime:
                 pipe.ready(R_FLAGS)
-            elif not wire.limits.value_fits(command.data):
+            elif not wire.value_fits(command.data):
                 pipe.ready(R_TOOLARGE)
             elif not command.chunk_ok:
                 pipe.ready(R_BADCHUNK)
@@ -390,7 +413,7 @@ def _plan_text(pipe: Pipeline[_Item], body: bytes, wire: _Wire, counters: Counte
                          wire.raw_value(command.data))
         else:
             assert isinstance(command, TextDelete)
-            if not wire.limits.key_fits(command.key):
+            if not wire.key_fits(command.key):
                 pipe.ready(R_BADFMT)
                 continue
 
@@ -436,7 +459,7 @@ def _close(header: FrameHeader, replies: list[bytes], binary: bool, payload: byt
             replies = kept + [_budget_reply(replies[len(kept)], binary)]
     counters["responses"] += len(replies)
     counters["errors"] += _count_errors(replies, binary)
-    datagrams = _pack(FrameHeader(header.request_id).pack(), replies)
+    datagrams = _pack(header.request_id, replies)
     counters["tx_datagrams"] += len(datagrams)
     return datagrams
 
@@ -486,14 +509,16 @@ async def handle_datagram_tiered(tier: Tier, payload: bytes, counters: Optional[
     replies: list[bytes] = []
     render = _renderer(replies)
     for kind, items, batch in runs:
-        render(kind, items, None if batch is None else await _run_tiered(tier, kind, *batch))
+        answers = None if batch is None else await _run_tiered(tier, wire, kind, *batch)
+        render(kind, items, answers)
     return _close(header, replies, binary, payload, counters, budget)
 
 
-async def _run_tiered(tier: Tier, kind: str, keys: list[bytes], values: list[bytes]) -> list[Any]:
+async def _run_tiered(tier: Tier, wire: _Wire, kind: str, keys: list[bytes],
+                      values: list[bytes]) -> list[Any]:
     """One run through the host tier: its answers as the renderers take them, with wire
-    values (a _Failure for each request of a run Redis could not serve)."""
-    wire = _Wire(tier.appliance.engine)
+    values (a _Failure for each request of a run Redis could not serve). Keys and values the
+    engine cannot hold go to Redis alone (the tier decides, `Tier.limits`)."""
     try:
         if kind == "get":
             return [_TOO_LARGE if text is not None and len(text) > wire.max_value else text
@@ -503,19 +528,32 @@ async def _run_tiered(tier: Tier, kind: str, keys: list[bytes], values: list[byt
             return [None] * len(keys)  # stored (never FULL: the engine is a cache)
         if kind == "del":
             return await tier.delete_each(keys)
-        # MATCH: the engine's exact entries and rules; a key only Redis holds is an exact hit
-        tier.apply_invalidations()
-        answers = [(k, wire.wire_value(raw), e) for k, raw, e in
-                   _runner(tier.appliance.engine, wire)("lookup", keys, [])]
-        others = [i for i, answer in enumerate(answers) if answer[0] != MatchKind.EXACT]
-        if others:
-            for i, text in zip(others, await tier.fetch_many([keys[i] for i in others])):
-                if text is not None:
-                    answers[i] = (_TOO_LARGE if len(text) > wire.max_value  # type: ignore[assignment]
-                                  else (int(MatchKind.EXACT), text, 0))
-        return answers
+        return await _match_tiered(tier, wire, keys)
     except (HostTierUnavailable, RedisRefused) as exc:
         return [_tier_failure(exc)] * len(keys)
+
+
+async def _match_tiered(tier: Tier, wire: _Wire, keys: list[bytes]) -> list[Any]:
+    """MATCH with a host tier: the engine's exact entries and rules for the keys it can hold (a
+    longer key matches no rule: the rules are engine keys), and a key only Redis holds is an
+    exact hit."""
+    tier.apply_invalidations()
+    engine = tier.appliance.engine
+    limits = tier.limits()
+    engine_wire = _Wire(engine)
+    answers: list[Any] = [(int(MatchKind.MISS), b"", 0)] * len(keys)
+    held = [i for i, key in enumerate(keys) if limits.key_fits(key)]
+    if held:
+        found = _runner(engine, engine_wire)("lookup", [keys[i] for i in held], [])
+        for i, (kind, raw, entry) in zip(held, found, strict=True):
+            answers[i] = (kind, engine_wire.wire_value(raw), entry)
+    others = [i for i, answer in enumerate(answers) if answer[0] != MatchKind.EXACT]
+    if others:
+        for i, text in zip(others, await tier.fetch_many([keys[i] for i in others])):
+            if text is not None:
+                answers[i] = (_TOO_LARGE if len(text) > wire.max_value
+                              else (int(MatchKind.EXACT), text, 0))
+    return answers
 
 
 def handle_datagram_from(engine: KVEngine, payload: bytes, source: str, admission: Admission,
@@ -539,22 +577,36 @@ def _admitted(admission: Admission, source: str, counters: Counters) -> Optional
     return budget
 
 
+_ROOM = MAX_DATAGRAM - FRAME_HEADER_LEN  # response bytes one reply datagram holds
+
+
+def _place(used: int, size: int) -> tuple[int, int]:
+    """Where _pack puts a response of size bytes when the open reply datagram holds used bytes
+    (_ROOM: none is open): the datagrams it opens (0: it joins the open one; more than 1: a
+    train of its own, which leaves none open) and the bytes the open datagram then holds."""
+    if used + size <= _ROOM:
+        return 0, used + size
+    if size <= _ROOM:
+        return 1, size
+    return -(-size // _ROOM), _ROOM
+
+
 def _within_budget(replies: list[bytes], limit: int) -> list[bytes]:
     """The leading responses packed within limit reply bytes (frontend.md §10).
 
-    S, the reply bytes once a response is packed, follows _pack: the datagrams so far, the
-    response, and a frame header when it opens a new datagram. The first response always goes.
+    S, the reply bytes once a response is packed, follows _pack (_place): the datagrams so far,
+    the response, and a frame header for each datagram it opens. The first response always goes
+    if it fits one datagram; a longer one (a value from a host tier's Redis) is held to the
+    budget like any other, so the bound on amplification stays.
     """
-    room = MAX_DATAGRAM - FRAME_HEADER_LEN
     total = 0  # bytes of the reply datagrams so far, headers included
-    used = room  # bytes of responses in the open datagram; "full" before the first one
+    used = _ROOM  # bytes of responses in the open datagram; "full" before the first one
     for index, reply in enumerate(replies):
-        opens = used + len(reply) > room
-        size = total + len(reply) + (FRAME_HEADER_LEN if opens else 0)
-        if index and size > limit:
+        opens, after = _place(used, len(reply))
+        size = total + len(reply) + opens * FRAME_HEADER_LEN
+        if size > limit and (index or opens > 1):
             return replies[:index]
-        total = size
-        used = len(reply) if opens else used + len(reply)
+        total, used = size, after
     return replies
 
 
@@ -566,24 +618,29 @@ def _budget_reply(cut: bytes, binary: bool) -> bytes:
     return error_response(opcode, Status.BUSY, opaque).encode()
 
 
-def _pack(prefix: bytes, replies: list[bytes]) -> list[bytes]:
+def _pack(request_id: int, replies: list[bytes]) -> list[bytes]:
     """Whole responses back to back in datagrams of at most MAX_DATAGRAM bytes (§3).
 
-    Every pynq-kv response fits one datagram, so none is ever split; each datagram carries the
-    same header (request id, 0, 1, 0) and can go out as soon as it is closed.
+    Each datagram carries the header (request id, 0, 1, 0) and can go out as soon as it is
+    closed. A response longer than a datagram (only with a host tier: a value from Redis) is
+    sent as memcached sends one: a train of its own, numbered datagrams (request id, i, n, 0).
     """
-    room = MAX_DATAGRAM - len(prefix)
+    single = FrameHeader(request_id).pack()
     datagrams: list[bytes] = []
     current: list[bytes] = []
-    used = 0
+    used = _ROOM
     for reply in replies:
-        if current and used + len(reply) > room:
-            datagrams.append(prefix + b"".join(current))
-            current, used = [], 0
-        current.append(reply)
-        used += len(reply)
+        opens, used = _place(used, len(reply))
+        if opens and current:
+            datagrams.append(single + b"".join(current))
+            current = []
+        if opens > 1:
+            datagrams.extend(FrameHeader(request_id, i, opens).pack()
+                             + reply[i * _ROOM:(i + 1) * _ROOM] for i in range(opens))
+        else:
+            current.append(reply)
     if current:
-        datagrams.append(prefix + b"".join(current))
+        datagrams.append(single + b"".join(current))
     return datagrams
 
 
