@@ -49,6 +49,7 @@ _PRIVATE_SETTINGS = ("data_dir", "appendfsync", "redis_server")
 # The settings that define the appliance's tables, kept in the data dir's settings file from the
 # first start on (docs/hosttier.md, "Stored settings"): what the stored data and rules mean.
 STORED_SETTINGS = ("store", "value_kind", "layout", "geometry")
+_STORED_SCALARS = ("store", "value_kind", "layout")  # all but geometry, a dict of fields
 # Where the store is "given": its own setting or a Redis URL (build_config infers the rest).
 _STORE_GIVEN_BY = ("store", "redis_url")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
@@ -399,7 +400,7 @@ def _check_stored(path: Path, stored: dict[str, Any]) -> None:
 def _given(config: ServeConfig) -> set[str]:
     """Which of STORED_SETTINGS but geometry the config was given (its geometry dict holds
     only the fields given)."""
-    names = {"store", "value_kind", "layout"}
+    names = set(_STORED_SCALARS)
     if config.given is None:
         return names
     found = {name for name in names if name in config.given}
@@ -428,7 +429,7 @@ def with_stored_settings(config: ServeConfig) -> tuple[ServeConfig, Optional[Sto
     _check_stored(path, stored)
     given = _given(config)
     conflicts: list[tuple[str, Any, Any]] = []  # (name, stored, given)
-    for name in ("store", "value_kind", "layout"):
+    for name in _STORED_SCALARS:
         mine, theirs = getattr(config, name), stored[name]
         equal = (_layout_fields(mine) == _layout_fields(theirs) if name == "layout"
                  else mine == theirs)
@@ -442,13 +443,13 @@ def with_stored_settings(config: ServeConfig) -> tuple[ServeConfig, Optional[Sto
                            for name, theirs, mine in conflicts)
         raise ConfigError(
             f"the settings given contradict those stored in {path} ({listed}). They define how "
-            f"the data and the wildcard rules in {tier.folder} are read. Drop those options to use the stored values, add --replace-settings to store "
-            "the given ones instead (the stored rules must load with them), or use another "
-            "--data-dir. Nothing was changed")
+            f"the data and the wildcard rules in {tier.folder} are read. Drop those options to "
+            "use the stored values, add --replace-settings to store the given ones instead (the "
+            "stored rules must load with them), or use another --data-dir. Nothing was changed")
     out = copy.copy(config)
     out.geometry = dict(config.geometry)
     taken = []
-    for name in ("store", "value_kind", "layout"):
+    for name in _STORED_SCALARS:
         if name not in given:
             setattr(out, name, stored[name])
             taken.append(name)
