@@ -105,8 +105,8 @@ def int_dir(tmp_path: Path) -> Path:
     data = tmp_path / "data"
     first = Serve(["--value-kind", "int", "--rows", "64"], ["--data-dir", str(data)])
     try:
-        assert f"settings stored in {data / 'settings.json'} (the first start with this data " \
-               "dir): store=private value_kind=int layout=(none)" in first.banner, first.banner
+        assert f"settings stored in {data / 'settings.json'} (none were stored yet): " \
+               "store=private value_kind=int layout=(none)" in first.banner, first.banner
     finally:
         first.stop()
     return data
@@ -337,3 +337,27 @@ def test_a_redis_url_data_dir_needs_its_url_again(tier, tmp_path):  # noqa: F811
         assert "settings from" in again.banner
     finally:
         again.stop()
+
+
+def test_replace_settings_checks_the_rules_fit_the_new_rule_table(tmp_path):
+    data = tmp_path / "data"
+    _write(data, layout=None)
+    engine = KVEngine("model", Geometry(rows=64), value_kind="int")
+    engine.add_rule(int_rule(5))
+    save_rules(data / "rules.json", engine)
+    engine.close()
+    before = contents(data)
+    flags = {"data_dir": data, "geometry": {"rules": 0}, "replace_settings": True}
+    with pytest.raises(ConfigError, match="the wildcard rules in .* do not load with the new "
+                                          "settings"):
+        with_stored_settings(build_config({}, flags))
+    flags["geometry"] = {"rules": 16}  # room for it: replaced (written once serve runs)
+    config, origin = with_stored_settings(build_config({}, flags))
+    assert origin is not None and origin.changes == ["rules 256 -> 16"]
+    assert config.geometry["rules"] == 16 and config.value_kind == "int"
+    assert contents(data) == before
+
+
+def test_replace_settings_is_true_or_false(tmp_path):
+    with pytest.raises(ConfigError, match="replace_settings must be true or false"):
+        build_config({"replace_settings": "yes"}, {"data_dir": tmp_path})

@@ -212,6 +212,9 @@ class ServeConfig:
         if self.redis_url and self.store != "url":
             raise ConfigError(f"--redis-url names the Redis of the host tier; it cannot go with "
                               f"{'--no-store' if self.store == 'none' else 'store ' + self.store}")
+        if not isinstance(self.replace_settings, bool):
+            raise ConfigError(f"replace_settings must be true or false, got "
+                              f"{self.replace_settings!r}")
         if self.replace_settings and self.store == "none":
             raise ConfigError("--replace-settings replaces the settings stored in --data-dir: "
                               "it needs a host tier, not --no-store")
@@ -352,7 +355,7 @@ class StoredSettings:
         summary = (f"store={config.store} value_kind={config.value_kind} "
                    f"layout={config.layout or '(none)'} and the geometry above")
         if self.action == "created":
-            return f"settings stored in {self.path} (the first start with this data dir): {summary}"
+            return f"settings stored in {self.path} (none were stored yet): {summary}"
         source = (f"not given, taken from it: {', '.join(self.taken)}" if self.taken
                   else "all given, equal to the stored ones")
         return f"settings from {self.path}: {summary} ({source})"
@@ -466,7 +469,8 @@ def with_stored_settings(config: ServeConfig) -> tuple[ServeConfig, Optional[Sto
     try:
         out.validate()
     except KVError as exc:
-        raise ConfigError(f"the settings stored in {path} cannot be used: {exc}") from exc
+        raise ConfigError(f"the settings stored in {path}, with those given, cannot be used: "
+                          f"{exc}") from exc
     changes = [f"{name} {theirs!r} -> {mine!r}" for name, theirs, mine in conflicts]
     if changes:
         _check_rules_load(out, tier.rules_path)
