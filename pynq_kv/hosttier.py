@@ -4,7 +4,8 @@ A Redis holds the whole dataset durably and the engine is its hot cache. `HostTi
 a private `redis-server` as a child process (AOF on, unix socket only, data in the data dir) or
 connects to an existing Redis (`redis_url`). `restore_engine` refills an engine from that Redis,
 most recently used keys first. Wildcard rules are not Redis data: they live in a JSON file beside
-the data (`save_rules` / `load_rules`), so no Redis client (FLUSHALL, KEYS *) ever sees them.
+the data (`save_rules` / `load_rules`), so no Redis client (FLUSHALL, KEYS *) ever sees them;
+the appliance's own settings likewise (`save_settings` / `read_settings`).
 
 redis-py is imported inside the functions that use it, so `import pynq_kv` stays light.
 """
@@ -56,6 +57,9 @@ LOG_TAIL_LINES = 20
 RULES_FILE = "rules.json"
 RULES_FORMAT = "pynq-kv-rules"
 RULES_VERSION = 1
+SETTINGS_FILE = "settings.json"
+SETTINGS_FORMAT = "pynq-kv-settings"
+SETTINGS_VERSION = 1
 LOCK_FILE = "pynq-kv.lock"
 CONF_FILE = "redis.conf"
 LOG_FILE = "redis.log"
@@ -88,6 +92,20 @@ class HostTierSettings:
         if self.appendfsync not in APPENDFSYNC:
             raise HostTierError(f"appendfsync must be one of {', '.join(APPENDFSYNC)}, "
                                 f"got {self.appendfsync!r}")
+
+    @property
+    def folder(self) -> Path:
+        """data_dir as an absolute path (~ expanded)."""
+        return Path(self.data_dir).expanduser().resolve()
+
+    @property
+    def rules_path(self) -> Path:
+        return self.folder / RULES_FILE
+
+    @property
+    def settings_path(self) -> Path:
+        """The appliance's stored settings (serve's value kind, geometry, layout, store)."""
+        return self.folder / SETTINGS_FILE
 
 
 def mask_url(url: str) -> str:
@@ -167,7 +185,8 @@ class HostTier:
     def __init__(self, settings: HostTierSettings, data_dir: Path, lock_fd: int) -> None:
         self.settings = settings
         self.data_dir = data_dir
-        self.rules_path = data_dir / RULES_FILE
+        self.rules_path = settings.rules_path
+        self.settings_path = settings.settings_path
         self.unix_path: Optional[str] = None
         self.host: Optional[str] = None
         self.port: Optional[int] = None
@@ -184,7 +203,7 @@ class HostTier:
     def open(cls, settings: HostTierSettings) -> "HostTier":
         """Start the private redis-server (or connect to settings.redis_url), wait until it
         answers, and check that it is Redis 6.0 or later; HostTierError says what went wrong."""
-        data_dir = Path(settings.data_dir).expanduser().resolve()
+        data_dir = settings.folder
         try:  # a new data dir is private: the AOF holds every value
             data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
@@ -463,6 +482,36 @@ def load_rules(path: Path, engine: KVEngine) -> int:
         raise HostTierError(f"{path}: rules for {wanted[0]}-bit keys and {wanted[1]} values; "
                             f"this engine has {have[0]}-bit keys and {have[1]} values")
     return engine.load_rules_state(state, origin=str(path))
+
+
+# -- the settings file ---------------------------------------------------------------------
+
+
+def save_settings(path: Path, settings: dict[str, Any]) -> None:
+    """Write the appliance's settings to path durably (atomic replace, fsynced), as the rules
+    file is written; what they are is serve's business (pynq_kv/serve/config.py)."""
+    state = {"format": SETTINGS_FORMAT, "version": SETTINGS_VERSION, "settings": settings}
+    with atomic_write(path, "w", encoding="utf-8", durable=True) as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+
+
+def read_settings(path: Path) -> Optional[dict[str, Any]]:
+    """The settings stored at path, or None when there is no file yet; a file that cannot be
+    read or is not a settings file is a HostTierError naming it (never taken as absent)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bad UTF-8
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise HostTierError(f"{path}: not a readable settings file ({reason})") from exc
+    if (not isinstance(state, dict) or state.get("format") != SETTINGS_FORMAT
+            or state.get("version") != SETTINGS_VERSION
+            or not isinstance(state.get("settings"), dict)):
+        raise HostTierError(f"{path}: not a pynq-kv settings file of version {SETTINGS_VERSION}")
+    return state["settings"]
 
 
 # -- restore -------------------------------------------------------------------------------

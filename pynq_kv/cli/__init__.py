@@ -40,6 +40,8 @@ The tables live in a snapshot file (--state, env PYNQ_KV_STATE, default
 ~/.local/share/pynq-kv/state.npz): each command loads it if it exists and
 commands that change anything save it back (atomically). The geometry options
 apply when the state file is created; with an existing state they must match it.
+'serve' with a host tier keeps them (and --value-kind, --layout) in its data
+dir's settings.json the same way (see 'pynq-kv serve --help').
 
 \b
 Keys are byte strings by default: the text you type, UTF-8 encoded (at most

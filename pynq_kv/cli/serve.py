@@ -59,6 +59,10 @@ from .common import CLIError, config_of, describe
                    "redis-server [env PYNQ_KV_REDIS_URL].")
 @click.option("--redis-server", default=None, metavar="PATH",
               help="The redis-server binary of the private host tier [default redis-server].")
+@click.option("--replace-settings", is_flag=True, default=False,
+              help="Store the value kind, geometry, layout and store given now in DATA_DIR/"
+                   "settings.json, replacing those of earlier starts (else a contradiction is "
+                   "refused); the stored rules must load with them.")
 @click.option("--save-interval", type=float, default=None, metavar="SECONDS",
               help="With a state file: save it this often, 0 = only at shutdown [default 60].")
 @click.option("--requirepass", default=None, metavar="PASSWORD",
@@ -84,7 +88,8 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
           udp_allow: tuple[str, ...], udp_deny: tuple[str, ...], udp_trust: tuple[str, ...],
           udp_budget: Optional[int], disable: tuple[str, ...], store: Optional[str],
           no_store: bool, data_dir: Optional[Path], appendfsync: Optional[str],
-          redis_url: Optional[str], redis_server: Optional[str], save_interval: Optional[float],
+          redis_url: Optional[str], redis_server: Optional[str],
+          replace_settings: bool, save_interval: Optional[float],
           requirepass: Optional[str],
           admin_token: Optional[str], layout: Optional[str], max_clients: Optional[int],
           maxmemory_clients: Optional[int], idle_timeout: Optional[float], log_level: Optional[str]) -> None:
@@ -95,7 +100,10 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     global options (pynq-kv --backend rtl --rows 1024 serve) or the config file. With a host
     tier (--store private, --data-dir, --redis-url) a Redis keeps the data and the engine starts
     filled from it, most recently used keys first; its wildcard rules are kept in
-    DATA_DIR/rules.json. Without one (--no-store) the tables live in memory
+    DATA_DIR/rules.json, and the settings that say how the data and rules are read (value
+    kind, geometry, layout, store) in DATA_DIR/settings.json from the first start on: a later
+    start takes those not given from it and refuses ones that differ (--replace-settings
+    replaces them). Without one (--no-store) the tables live in memory
     unless a state file is given with the global --state option or `state = "..."` in the config
     file: then serve loads it at start and saves it periodically and at shutdown. Stop with
     Ctrl-C or SIGTERM (graceful: nothing is lost).
@@ -134,7 +142,7 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
              "bind": bind, "resp_port": resp_port, "udp_port": udp_port, "admin_port": admin_port,
              "save_interval": save_interval, "requirepass": requirepass,
              "admin_token": admin_token, "layout": layout, "log_level": log_level,
-             "udp_budget": udp_budget}
+             "udp_budget": udp_budget, "replace_settings": replace_settings or None}
     flags.update({k: v for k, v in given.items() if v is not None})
     networks = {"udp_allow": udp_allow, "udp_deny": udp_deny, "udp_trust": udp_trust}
     flags.update({k: list(v) for k, v in networks.items() if v})

@@ -6,6 +6,8 @@ can say a file can say, and one validation covers both.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 import sys
 from dataclasses import asdict, dataclass, field, fields
@@ -17,11 +19,19 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from ..engine import KVEngine
 from ..errors import KeyFormatError, KVError
 from ..geometry import Geometry
-from ..hosttier import APPENDFSYNC, HostTierSettings, mask_url
+from ..hosttier import (
+    APPENDFSYNC,
+    HostTierSettings,
+    load_rules,
+    mask_url,
+    read_settings,
+    save_settings,
+)
 from ..keys import VALUE_KINDS
-from ..layout import FieldLayout
+from ..layout import FieldLayout, parse_layout_spec
 from ..net.addr import is_loopback
 from ..options import GEOMETRY_KEYS, EngineOptions
 from ..overlay import AUTO, unavailable_here
@@ -36,6 +46,12 @@ DEFAULT_STORE = "private"
 # Settings that only mean something with a host tier: given without a store, they ask for the
 # private redis-server (redis_url: for that Redis).
 _PRIVATE_SETTINGS = ("data_dir", "appendfsync", "redis_server")
+# The settings that define the appliance's tables, kept in the data dir's settings file from the
+# first start on (docs/hosttier.md, "Stored settings"): what the stored data and rules mean.
+STORED_SETTINGS = ("store", "value_kind", "layout", "geometry")
+_STORED_SCALARS = ("store", "value_kind", "layout")  # all but geometry, a dict of fields
+# Where the store is "given": its own setting or a Redis URL (build_config infers the rest).
+_STORE_GIVEN_BY = ("store", "redis_url")
 # The RESP front-end's limits a config file may set in its [resp] table (RespConfig's fields):
 # name -> (type, smallest allowed value). Timeouts of 0 mean "never".
 RESP_LIMITS: dict[str, tuple[type, float]] = {
@@ -90,6 +106,12 @@ class ServeConfig:
     udp_trust: list[str] = field(default_factory=list)
     udp_budget: int = DEFAULT_BUDGET
     log_level: str = "info"
+    # Settings given that contradict the data dir's stored ones replace them (else: refused).
+    replace_settings: bool = False
+    # Which settings the file or the flags gave (build_config): the others may come from the
+    # data dir's stored settings. None (a config made in code): every one of them. Not a
+    # setting itself.
+    given: Optional[frozenset[str]] = field(default=None, init=False, repr=False, compare=False)
 
     def enabled(self, frontend: str) -> bool:
         return frontend not in self.disable
@@ -190,6 +212,12 @@ class ServeConfig:
         if self.redis_url and self.store != "url":
             raise ConfigError(f"--redis-url names the Redis of the host tier; it cannot go with "
                               f"{'--no-store' if self.store == 'none' else 'store ' + self.store}")
+        if not isinstance(self.replace_settings, bool):
+            raise ConfigError(f"replace_settings must be true or false, got "
+                              f"{self.replace_settings!r}")
+        if self.replace_settings and self.store == "none":
+            raise ConfigError("--replace-settings replaces the settings stored in --data-dir: "
+                              "it needs a host tier, not --no-store")
         if self.state is not None and self.store != "none":
             raise ConfigError(
                 "--state is a snapshot file for memory-only mode (--no-store); with a host "
@@ -211,6 +239,7 @@ class ServeConfig:
     def public(self) -> dict[str, Any]:
         """The settings without secrets, for logs and /v1/overlay."""
         out = asdict(self)
+        del out["given"]
         for secret in ("requirepass", "admin_token"):
             out[secret] = "(set)" if out[secret] else None
         out["state"] = str(self.state) if self.state else None
@@ -232,7 +261,7 @@ def load_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path}: {exc}") from exc
-    known = {f.name for f in fields(ServeConfig)}
+    known = {f.name for f in fields(ServeConfig) if f.init}
     out: dict[str, Any] = {}
     geometry = dict(data.pop("geometry", {}) or {})
     resp = data.pop("resp", {})
@@ -271,6 +300,7 @@ def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -
                 merged.setdefault(key, {}).update(value)
             else:
                 merged[key] = value
+    given = frozenset(merged)
     if "store" not in merged:
         if merged.get("redis_url"):
             merged["store"] = "url"
@@ -286,5 +316,182 @@ def build_config(file_settings: dict[str, Any], flag_settings: dict[str, Any]) -
         config = ServeConfig(**merged)
     except TypeError as exc:
         raise ConfigError(str(exc)) from exc
+    config.given = given
     config.validate()
     return config
+
+
+# -- the settings stored in the data dir ---------------------------------------------------------
+
+
+@dataclass
+class StoredSettings:
+    """A data dir's settings file and what this start does with it.
+
+    action: "created" (no file yet: written once serve started), "used" (read; what was given
+    agrees with it), "replaced" (--replace-settings changed it: written once serve started).
+    """
+
+    path: Path
+    action: str
+    taken: list[str] = field(default_factory=list)  # not given: taken from the file
+    changes: list[str] = field(default_factory=list)  # "value_kind int -> bytes" (replaced)
+
+    def save(self, config: ServeConfig, engine: KVEngine) -> bool:
+        """Write the settings the appliance runs with, unless they came from the file unchanged;
+        the engine's geometry and value kind are stored (on a board: the bitstream's)."""
+        if self.action == "used":
+            return False
+        save_settings(self.path, {"store": config.store, "value_kind": engine.value_kind,
+                                  "layout": config.layout or None,
+                                  "geometry": asdict(engine.geometry)})
+        return True
+
+    def describe(self, config: ServeConfig) -> str:
+        """One line for serve's banner: where the settings came from."""
+        if self.action == "replaced":
+            return (f"settings replaced in {self.path} (--replace-settings): "
+                    f"{'; '.join(self.changes)}")
+        summary = (f"store={config.store} value_kind={config.value_kind} "
+                   f"layout={config.layout or '(none)'} and the geometry above")
+        if self.action == "created":
+            return f"settings stored in {self.path} (none were stored yet): {summary}"
+        source = (f"not given, taken from it: {', '.join(self.taken)}" if self.taken
+                  else "all given, equal to the stored ones")
+        return f"settings from {self.path}: {summary} ({source})"
+
+
+def _option(name: str) -> str:
+    """How a stored setting is given on the command line (hash_seed: the config file only)."""
+    if name == "store":
+        return "--store or --redis-url"
+    if name == "hash_seed":
+        return "hash_seed in the config file"
+    return "--" + name.replace("_", "-")
+
+
+def _layout_fields(spec: Optional[str]) -> Any:
+    """A layout spec in a form two equal layouts share (spacing aside); None for no layout."""
+    return parse_layout_spec(spec) if spec else None
+
+
+def _check_stored(path: Path, stored: dict[str, Any]) -> None:
+    """The stored settings have the shape save() writes; ConfigError naming the file if not.
+    (Their values are checked by validate(), on the config they go into.)"""
+    problem = None
+    if set(stored) != set(STORED_SETTINGS):
+        problem = f"it holds {sorted(stored)}, not {sorted(STORED_SETTINGS)}"
+    elif stored["store"] not in ("private", "url"):
+        problem = f"store must be private or url, not {stored['store']!r}"
+    elif not isinstance(stored["value_kind"], str):
+        problem = f"value_kind must be text, not {stored['value_kind']!r}"
+    elif stored["layout"] is not None and not isinstance(stored["layout"], str):
+        problem = f"layout must be text or null, not {stored['layout']!r}"
+    elif not isinstance(stored["geometry"], dict) or set(stored["geometry"]) != set(GEOMETRY_KEYS):
+        problem = f"geometry must hold {', '.join(GEOMETRY_KEYS)}"
+    else:
+        try:
+            _layout_fields(stored["layout"])
+        except KeyFormatError as exc:
+            problem = str(exc)
+    if problem is not None:
+        raise ConfigError(f"{path}: not a usable settings file ({problem}); it is not changed. "
+                          "Restore it from a backup, or move it aside to store the settings of "
+                          "this start")
+
+
+def _given(config: ServeConfig) -> set[str]:
+    """Which of STORED_SETTINGS but geometry the config was given (its geometry dict holds
+    only the fields given)."""
+    names = set(_STORED_SCALARS)
+    if config.given is None:
+        return names
+    found = {name for name in names if name in config.given}
+    if config.given & set(_STORE_GIVEN_BY):
+        found.add("store")
+    return found
+
+
+def with_stored_settings(config: ServeConfig) -> tuple[ServeConfig, Optional[StoredSettings]]:
+    """config completed from its data dir's settings file, and what to do with that file; the
+    config itself and None without a host tier.
+
+    Each of STORED_SETTINGS (each geometry field) not given comes from the file. One given that
+    contradicts the file is a ConfigError naming the setting, both values and the way on, unless
+    replace_settings: then the given values win and the stored rules must load with them. A file
+    that cannot be read or used is an error naming it. Nothing is written here (the runner saves
+    the file once the appliance runs), so a refused start changes nothing in the data dir.
+    """
+    tier = config.host_tier_settings()
+    if tier is None:
+        return config, None
+    path = tier.settings_path
+    stored = read_settings(path)
+    if stored is None:
+        return config, StoredSettings(path, "created")
+    _check_stored(path, stored)
+    given = _given(config)
+    conflicts: list[tuple[str, Any, Any]] = []  # (name, stored, given)
+    for name in _STORED_SCALARS:
+        mine, theirs = getattr(config, name), stored[name]
+        equal = (_layout_fields(mine) == _layout_fields(theirs) if name == "layout"
+                 else mine == theirs)
+        if name in given and not equal:
+            conflicts.append((name, theirs, mine))
+    for name, theirs in stored["geometry"].items():
+        if name in config.geometry and config.geometry[name] != theirs:
+            conflicts.append((name, theirs, config.geometry[name]))
+    if conflicts and not config.replace_settings:
+        listed = "; ".join(f"{name}: stored {theirs!r}, given {mine!r} ({_option(name)})"
+                           for name, theirs, mine in conflicts)
+        raise ConfigError(
+            f"the settings given contradict those stored in {path} ({listed}). They define how "
+            f"the data and the wildcard rules in {tier.folder} are read. Drop those options to "
+            "use the stored values, add --replace-settings to store the given ones instead (the "
+            "stored rules must load with them), or use another --data-dir. Nothing was changed")
+    out = copy.copy(config)
+    out.geometry = dict(config.geometry)
+    taken = []
+    for name in _STORED_SCALARS:
+        if name not in given:
+            setattr(out, name, stored[name])
+            taken.append(name)
+    missing = [name for name in GEOMETRY_KEYS if name not in config.geometry]
+    out.geometry.update({name: stored["geometry"][name] for name in missing})
+    if missing:
+        taken.append("geometry" if len(missing) == len(GEOMETRY_KEYS) else
+                     "geometry " + ", ".join(missing))
+    if out.store == "url" and not out.redis_url:
+        raise ConfigError(
+            f"the data dir {tier.folder} belongs to a Redis named by --redis-url (store url in "
+            f"{path}; the URL is not stored: it may hold a password): give --redis-url URL (or "
+            "PYNQ_KV_REDIS_URL) again, or use another --data-dir")
+    try:
+        out.validate()
+    except KVError as exc:
+        raise ConfigError(f"the settings stored in {path}, with those given, cannot be used: "
+                          f"{exc}") from exc
+    changes = [f"{name} {theirs!r} -> {mine!r}" for name, theirs, mine in conflicts]
+    if changes:
+        _check_rules_load(out, tier.rules_path)
+    return out, StoredSettings(path, "replaced" if changes else "used", taken, changes)
+
+
+def _check_rules_load(config: ServeConfig, rules_path: Path) -> None:
+    """The rules file loads into an engine of config's settings; else a ConfigError saying so.
+
+    The probe is a model engine of the smallest table: the rules' checks read the key and
+    value widths, the rule entries and the priority width, never the exact table's size."""
+    if not rules_path.exists():
+        return
+    probe = dataclasses.replace(config.make_geometry(), ways=2, rows=2, stash=0)
+    engine = KVEngine("model", probe, value_kind=config.value_kind)
+    try:
+        load_rules(rules_path, engine)
+    except KVError as exc:  # a HostTierError, or the engine refusing a rule
+        raise ConfigError(
+            f"--replace-settings: the wildcard rules in {rules_path} do not load with the new "
+            f"settings ({exc}); nothing was changed. Keep the stored settings (drop the options "
+            f"that differ), or move {rules_path} aside to start without those rules") from exc
+    finally:
+        engine.close()

@@ -21,7 +21,7 @@ from ..appliance import Appliance
 from ..hosttier import HostTier
 from ..overlay import KVOverlay, load
 from .accept import AsyncioAcceptErrors, listening_socket
-from .config import ServeConfig
+from .config import ServeConfig, StoredSettings, with_stored_settings
 
 log = logging.getLogger("pynq_kv.serve")
 # On shutdown, accepted bulk imports get this long to finish before the state file is saved.
@@ -30,11 +30,14 @@ IMPORT_DRAIN_SECONDS = 30.0
 
 @dataclass
 class Running:
-    """What serve started: the appliance and the address of every listening front-end."""
+    """What serve started: the appliance, the address of every listening front-end, and the
+    settings it runs with (completed from the data dir's settings file, `stored`)."""
 
     appliance: Appliance
     addresses: dict[str, tuple[str, int]] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    config: Optional[ServeConfig] = None
+    stored: Optional[StoredSettings] = None
 
     async def close(self) -> None:
         """Close front-ends newest first, then save and close the engine and the host tier."""
@@ -178,15 +181,20 @@ STARTERS = {"resp": _start_resp, "udp": _start_udp, "admin": _start_admin}
 
 
 async def start(config: ServeConfig) -> Running:
-    """Build the appliance and start every enabled front-end; on any failure undo it all."""
+    """Complete the config from the data dir's stored settings, build the appliance and start
+    every enabled front-end, then store the settings (first start, --replace-settings); on any
+    failure undo it all, the settings file untouched."""
+    config, stored = with_stored_settings(config)
     appliance = make_appliance(config)
-    running = Running(appliance)
+    running = Running(appliance, config=config, stored=stored)
     try:
         if appliance.host_tier is not None:
             await _start_tier(running)
         for name, starter in STARTERS.items():
             if config.udp_on() if name == "udp" else config.enabled(name):
                 await starter(running, config)
+        if stored is not None and stored.save(config, appliance.engine):
+            log.info("settings written to %s", stored.path)
     except BaseException:
         await running.close()
         raise
@@ -229,6 +237,8 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
         if running.appliance.restored is not None:
             lines.append(f"  {running.appliance.restored.describe()}")
         lines.append(f"  host tier: {tier.describe()}; wildcard rules in {tier.rules_path}")
+        if running.stored is not None:
+            lines.append(f"  {running.stored.describe(config)}")
     elif config.state and config.save_interval:
         lines.append(f"  state file {config.state}, saved every {config.save_interval:g} s "
                      "and at shutdown")
@@ -258,6 +268,8 @@ async def serve(config: ServeConfig, *, ready: Optional[Callable[[Running], Any]
             loop.add_signal_handler(sig, stop.set)
             installed.append(sig)
     running = await start(config)
+    assert running.config is not None
+    config = running.config  # with the data dir's stored settings
     saver = None
     try:
         for line in describe(running, config):
