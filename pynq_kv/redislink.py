@@ -38,6 +38,32 @@ def encode_command(args: Sequence[bytes]) -> bytes:
     return b"*%d\r\n" % len(args) + b"".join([b"$%d\r\n%s\r\n" % (len(a), a) for a in args])
 
 
+_HEADS = [b"$%d\r\n" % n for n in range(4096)]  # bulk headers of the common lengths
+_CRLF = b"\r\n"
+
+
+def encode_block(block: Sequence[Sequence[bytes]]) -> bytes:
+    """The commands of a block (one column per argument, as the RESP parser gives a run of
+    commands with one argument count) as RESP, back to back: what encode_command gives for each
+    row, joined, built a column at a time."""
+    rows = len(block[0])
+    stride = 1 + 3 * len(block)
+    parts: list[bytes] = [b""] * (rows * stride)
+    parts[0::stride] = [b"*%d\r\n" % len(block)] * rows
+    crlfs = [_CRLF] * rows
+    for column, start in zip(block, range(1, stride, 3)):
+        sizes = list(map(len, column))
+        if sizes.count(sizes[0]) == rows and sizes[0] < 4096:
+            parts[start::stride] = [_HEADS[sizes[0]]] * rows
+        elif max(sizes) < 4096:
+            parts[start::stride] = list(map(_HEADS.__getitem__, sizes))
+        else:
+            parts[start::stride] = [b"$%d\r\n" % size for size in sizes]
+        parts[start + 1::stride] = column
+        parts[start + 2::stride] = crlfs
+    return b"".join(parts)
+
+
 def reply_end(buf: bytes, pos: int) -> int:
     """Where the reply starting at buf[pos] ends, or -1 if buf does not hold all of it yet."""
     need = 1

@@ -114,3 +114,14 @@ def test_the_link_uses_the_c_framer_when_it_was_built() -> None:
     assert redislink.frame_replies is (frame_c or frame_replies_py)
     if os.environ.get("CI"):  # make test installs a compiler and Python's headers: it is built
         assert frame_c is not None
+
+
+_arg = st.one_of(st.binary(max_size=8), st.binary(min_size=4090, max_size=4100))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda argc: st.lists(
+    st.lists(_arg, min_size=argc, max_size=argc), min_size=1, max_size=6)))
+def test_a_block_encodes_as_its_commands_one_by_one(rows: list[list[bytes]]) -> None:
+    block = tuple(list(column) for column in zip(*rows))
+    assert redislink.encode_block(block) == b"".join(map(redislink.encode_command, rows))

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ...redislink import Link, RunHandler, bulk_value, encode_command, frame_replies
+from ...redislink import Link, RunHandler, bulk_value, encode_block, encode_command, frame_replies
 from ...rediscommands import ALL
 from . import errors as E
 from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK
@@ -219,11 +219,10 @@ class Forwarder:
         """A block that can_forward_block accepted: its keys leave the engine, its commands go
         to Redis in one piece, and its replies come back as one (in the block's place)."""
         tier = self.tier
-        rows = list(zip(*block))
-        count = len(rows)
+        count = len(block[0])
         key = tier.specs.plain_key(block[0][0])
         if key is None:  # each row writes several keys (MSET): its own
-            for row in rows:
+            for row in zip(*block):
                 tier.invalidate_written(tier.specs.written(row))
         elif key:  # the one key each row writes, at the same place in every row
             tier.invalidate(block[key])
@@ -239,12 +238,12 @@ class Forwarder:
                 if len(replies) == count:
                     self.answer(conn, slot, b"".join(replies), _errors(replies))
 
-            for row in rows:
+            for row in zip(*block):
                 self._send(conn, link, encode_command(row), each)
             return
         conn.inflight += count
         conn.inflight_link = link
-        link.send_many(b"".join([encode_command(row) for row in rows]), count,
+        link.send_many(encode_block(block), count,
                        lambda replies, errors: self._answered_run(
                            conn, count, lambda joined, n: self.answer(conn, slot, joined, n),
                            replies, errors))
@@ -405,10 +404,8 @@ class Forwarder:
 
         conn.inflight += count
         conn.inflight_link = link
-        link.send_many(b"".join([b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
-                                 % (len(k), k, len(t), t) for k, t in zip(keys, texts)]),
-                       count, lambda replies, errors: self._answered_run(conn, count, done,
-                                                                        replies, errors))
+        link.send_many(encode_block(([b"SET"] * count, keys, texts)), count,
+                       lambda replies, errors: self._answered_run(conn, count, done, replies, errors))
 
     def _set(self, conn: Any, key: bytes, value: Any) -> None:
         tier = self.tier
