@@ -49,6 +49,9 @@ _SET_STATUS_FULL = 3  # SetStatus.FULL as set_batch reports it
 START_TIMEOUT = 10.0  # seconds to connect and start tracking
 # Reconnect delays after losing Redis (seconds): first try at once, then back off to this.
 RECONNECT_MAX_DELAY = 2.0
+# Keys known to be missing from Redis (Tier.absent) at most; past this the set starts afresh.
+ABSENT_MAX = 100_000
+ABSENT = object()  # a fill's value meaning "Redis has no such key" (Tier.settle)
 
 
 class HostTierUnavailable(Exception):
@@ -108,6 +111,7 @@ class TierStats:
         self.flushes = 0
         self.barriers = 0
         self.max_barrier_ms = 0.0
+        self.absent_hits = 0  # GETs answered nil because Redis has no such key (Tier.absent)
         self.links_lost = 0
         self.reconnects = 0
 
@@ -128,6 +132,9 @@ class Tier:
         self.specs: Optional[CommandSpecs] = None
         self.main: Optional[Link] = None  # RESP2, tracking: fills and the clients' SETs go here
         self.main3: Optional[Link] = None  # RESP3: RESP3 clients' other commands
+        # Keys Redis had not, learnt like a fill (fill_get) and forgotten like an engine entry
+        # (invalidate): a GET of one that the engine misses is answered nil with no round trip.
+        self.absent: set[bytes] = set()
         self._inval: Optional[_InvalidationLink] = None
         self.up = False
         self._closing = False
@@ -292,6 +299,8 @@ class Tier:
             epoch = self.epoch
             for key in keys:
                 self.dirty[key] = epoch
+        if self.absent:
+            self.absent.difference_update(keys)
         if not self._doomed:
             asyncio.get_event_loop().call_soon(self.apply_invalidations)
         self._doomed.extend(keys)
@@ -305,6 +314,8 @@ class Tier:
             epoch = self.epoch
             for key in keys:
                 self.dirty[key] = epoch
+        if self.absent:
+            self.absent.difference_update(keys)
 
     def apply_invalidations(self) -> None:
         """Delete from the engine the keys invalidated since the last call (readers of the
@@ -324,6 +335,7 @@ class Tier:
         self.flushed_at = self.epoch
         self.dirty.clear()
         self._doomed.clear()
+        self.absent.clear()
         self.appliance.engine.clear(rules=False)
         self.stats.flushes += 1
 
@@ -354,8 +366,9 @@ class Tier:
         self.stats.fills_requested += count
         return self.epoch
 
-    def settle(self, ticket: int, key: Optional[bytes] = None, value: Optional[bytes] = None) -> None:
-        """The answer to a ticketed request: a value to fill (after the next barrier), or none."""
+    def settle(self, ticket: int, key: Optional[bytes] = None, value: Any = None) -> None:
+        """The answer to a ticketed request: a value to fill (after the next barrier), ABSENT
+        (Redis has no such key: into `absent` after the barrier), or none."""
         if key is None or value is None or not self.up:
             self._untick(1)
             return
@@ -394,6 +407,11 @@ class Tier:
             if ticket < flushed or dirty.get(key, -1) > ticket:
                 self.stats.fills_discarded += 1
                 continue
+            if value is ABSENT:
+                if len(self.absent) >= ABSENT_MAX:
+                    self.absent.clear()
+                self.absent.add(key)
+                continue
             number = limits.value(value)
             if number is None or len(key) > limits.max_key:
                 continue
@@ -417,9 +435,13 @@ class Tier:
         in this order, on the shared connection `main` (fills are ordered with its writes)."""
         ticket = self.ticket()
         box: list = []
+
+        def pttl(reply: bytes) -> None:
+            ttl = integer_value(reply)
+            self.settle(ticket, key, box[0] if box and ttl == -1 else ABSENT if ttl == -2 else None)
+
         return [(encode_command([b"GET", key]), handler_with_value(handler, box)),
-                (encode_command([b"PTTL", key]), lambda reply: self.settle(
-                    ticket, key, box[0] if box and integer_value(reply) == -1 else None))]
+                (encode_command([b"PTTL", key]), pttl)]
 
     def info(self) -> dict[str, Any]:
         s = self.stats
@@ -435,6 +457,8 @@ class Tier:
             "hosttier_engine_flushes": s.flushes,
             "hosttier_barriers": s.barriers,
             "hosttier_max_barrier_ms": round(s.max_barrier_ms, 3),
+            "hosttier_absent_keys": len(self.absent),
+            "hosttier_absent_hits": s.absent_hits,
             "hosttier_links_lost": s.links_lost,
             "hosttier_reconnects": s.reconnects,
             "hosttier_dedicated_links": len(self._dedicated),
@@ -467,7 +491,9 @@ class Tier:
             if found:
                 for j, text in zip(found, limits.strings(values[found])):
                     answers[fit[j]] = text
-        missing = [i for i, answer in enumerate(answers) if answer is None]
+        absent = self.absent
+        missing = [i for i, answer in enumerate(answers) if answer is None and keys[i] not in absent]
+        self.stats.absent_hits += answers.count(None) - len(missing)
         if missing:
             for i, answer in zip(missing, await self.fetch_many([keys[i] for i in missing])):
                 answers[i] = answer

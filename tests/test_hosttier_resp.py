@@ -359,6 +359,47 @@ def test_hits_come_from_the_engine(servers: Any, clients: Any) -> None:
     assert after == before
 
 
+def test_a_key_redis_lacks_needs_no_round_trip(servers: Any, clients: Any) -> None:
+    """A GET of a key Redis does not have teaches pynq-kv that it is absent: later GETs (and an
+    MGET of it with a key the engine holds) are answered without Redis, and the key's creation
+    by pynq-kv or by another client of that Redis ends that."""
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    direct = clients(behind.port)
+    r.delete("gone", "gone2")
+    r.set("here", "v")
+
+    def gets() -> int:
+        return int(direct.info("commandstats").get("cmdstat_get", {}).get("calls", 0))
+
+    def learnt(key: bytes) -> bool:
+        return pynq.on_loop(lambda: key in pynq.tier.absent)
+
+    deadline = time.monotonic() + 5
+    while not (learnt(b"gone") and pynq.on_loop(lambda: pynq.engine.get(b"here")) == b"v"):
+        assert time.monotonic() < deadline
+        assert r.get("gone") is None and r.get("here") == b"v"
+    before = gets()
+    for _ in range(20):
+        assert r.get("gone") is None
+        assert r.mget("here", "gone") == [b"v", None]
+        assert r.exists("here", "gone") == 1
+    assert gets() == before
+    r.set("gone", "now")  # written through pynq-kv: read back at once
+    assert r.get("gone") == b"now"
+    assert r.get("gone2") is None
+    deadline = time.monotonic() + 5
+    while not learnt(b"gone2"):
+        assert time.monotonic() < deadline
+        r.get("gone2")
+    direct.set("gone2", "behind")  # another client creates it: within the window
+    start = time.monotonic()
+    while r.get("gone2") != b"behind":
+        assert time.monotonic() - start < 1.0, "still answered as absent"
+    info = r.info("hosttier")
+    assert info["hosttier_absent_hits"] >= 60
+
+
 def test_info_has_redis_and_pynq_kv_sections(servers: Any, clients: Any) -> None:
     pynq, _, _ = servers
     info = clients(pynq.port).info("everything")

@@ -427,7 +427,10 @@ class Forwarder:
 
     def render_reads(self, items: list, keys: list[bytes], replies: list[Optional[bytes]]) -> None:
         """Replies of a run of GET/MGET/EXISTS: the engine's where it had every key, Redis' for
-        the rest (replies holds each key's bulk reply, None where the engine missed)."""
+        the rest (replies holds each key's bulk reply, None where the engine missed). A key
+        Redis is known not to have (tier.absent) needs no round trip: nil, or not counted."""
+        absent = self.tier.absent
+        stats = self.tier.stats
         j = 0
         for conn, kind, n in items:
             if kind == 0:
@@ -439,16 +442,24 @@ class Forwarder:
                 for k in range(j, j + count):
                     if replies[k] is not None:
                         conn.out.append(replies[k])
+                    elif keys[k] in absent:
+                        conn.out.append(conn.nil)
+                        stats.absent_hits += 1
                     else:
                         self._get(conn, keys[k])
                 j += count
                 continue
             mine = replies[j:j + n]
+            if None in mine:
+                missed = [key for key, reply in zip(keys[j:j + n], mine) if reply is None]
+                if all(key in absent for key in missed):
+                    stats.absent_hits += len(missed)
+                    mine = [conn.nil if reply is None else reply for reply in mine]
             if None not in mine:
                 if kind == BATCH_MGET:
                     conn.out.append(b"*%d\r\n" % n + b"".join(mine))  # type: ignore[arg-type]
                 else:
-                    conn.out.append(b":%d\r\n" % n)
+                    conn.out.append(b":%d\r\n" % sum(1 for reply in replies[j:j + n] if reply is not None))
             else:  # MGET or EXISTS: Redis answers the whole command
                 self.forward(conn, [b"MGET" if kind == BATCH_MGET else b"EXISTS", *keys[j:j + n]])
             j += n
