@@ -129,6 +129,8 @@ class Appliance:
             return restore_engine(engine, client)
         finally:
             client.close()
+            if self.tier is not None:  # entries came in other than as the tier's fills
+                self.tier.entries_loaded()
 
     def refill(self) -> RestoreReport:
         """Fill the engine from the host tier (serve calls it once the tier tracks changes, so

@@ -52,6 +52,7 @@ RECONNECT_MAX_DELAY = 2.0
 # Keys known to be missing from Redis (Tier.absent) at most; past this the set starts afresh.
 ABSENT_MAX = 100_000
 ABSENT = object()  # a fill's value meaning "Redis has no such key" (Tier.settle)
+NOT_HELD_MAX = 100_000  # keys known to be out of the engine (Tier.not_held) at most
 
 
 class HostTierUnavailable(Exception):
@@ -135,6 +136,13 @@ class Tier:
         # Keys Redis had not, learnt like a fill (fill_get) and forgotten like an engine entry
         # (invalidate): a GET of one that the engine misses is answered nil with no round trip.
         self.absent: set[bytes] = set()
+        # Keys the engine does not hold: taken out by an invalidation and not filled since, so
+        # invalidating one again needs no engine delete (at one delete batch per event-loop turn
+        # the deletes were most of a forwarded write's cost). Kept only while nothing else can
+        # have put entries in: no restore since (entries_loaded, also on a reload's new engine)
+        # and a data plane that logged nothing the drain has not shielded (_data_plane_seen).
+        self.not_held: set[bytes] = set()
+        self._dropped_seen = 0
         self._inval: Optional[_InvalidationLink] = None
         self.up = False
         self._closing = False
@@ -316,6 +324,8 @@ class Tier:
                 self.dirty[key] = epoch
         if self.absent:
             self.absent.difference_update(keys)
+        if self.not_held:
+            self.not_held.difference_update(keys)
 
     def apply_invalidations(self) -> None:
         """Delete from the engine the keys invalidated since the last call (readers of the
@@ -324,10 +334,32 @@ class Tier:
         if not doomed:
             return
         limits = self.limits()
-        fit = list({k for k in doomed if len(k) <= limits.max_key})
+        not_held = self.not_held
+        if not_held and not self._data_plane_seen(limits.engine):
+            not_held.clear()
+        max_key = limits.max_key
+        fit = [k for k in set(doomed) if len(k) <= max_key and k not in not_held]
         doomed.clear()
         if fit:
             limits.engine.delete_batch(limits.key_rows(fit))
+            if len(not_held) + len(fit) > NOT_HELD_MAX:
+                not_held.clear()
+            not_held.update(fit)
+
+    def _data_plane_seen(self, engine: Any) -> bool:
+        """Whether not_held can still be trusted: the engine's data plane has logged nothing
+        that is not drained yet (a drained SET's key was shielded, which forgets it) and dropped
+        nothing since the last look."""
+        stats = engine.changelog_stats()
+        if not stats.depth:
+            return True
+        dropped, self._dropped_seen = self._dropped_seen, stats.dropped
+        return not stats.level and stats.dropped == dropped
+
+    def entries_loaded(self) -> None:
+        """Entries entered the engine other than as fills (a restore): forget which keys it
+        did not hold."""
+        self.not_held.clear()
 
     def invalidate_all(self) -> None:
         """The engine's whole table leaves (the rules stay: they are configuration)."""
@@ -336,6 +368,7 @@ class Tier:
         self.dirty.clear()
         self._doomed.clear()
         self.absent.clear()
+        self.not_held.clear()
         self.appliance.engine.clear(rules=False)
         self.stats.flushes += 1
 
@@ -424,6 +457,8 @@ class Tier:
             self._send_barrier()
 
     def _fill(self, limits: Limits, keys: list[bytes], values: list[Any]) -> None:
+        if self.not_held:
+            self.not_held.difference_update(keys)
         status = limits.engine.set_batch(limits.key_rows(keys), limits.value_rows(values))
         refused = int((status == _SET_STATUS_FULL).sum())
         self.stats.fills_refused += refused

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ import redis
 from pynq_kv import Geometry, KVEngine
 from pynq_kv.admission import DEFAULT_BUDGET
 from pynq_kv.appliance import Appliance
+from pynq_kv.hosttier import HostTier, HostTierSettings
 from pynq_kv.model import ModelBackend
 from pynq_kv.net import codec
 from pynq_kv.serve.memcached.server import handle_datagram
@@ -128,3 +130,49 @@ def test_through_the_virtual_board(backing: RedisServer) -> None:
         engine.close()
     assert drain.drained == 34 and drain.errors == 0 and drain.gaps == 0
     assert held == entries and held[b"b5"] == b"board29"
+
+
+def test_a_key_the_data_plane_wrote_is_taken_out_again(tmp_path: Path) -> None:
+    """The tier skips the engine delete for a key it knows the engine does not hold (taken out
+    and not filled since, Tier.not_held). A data-plane SET or a restore puts such a key back;
+    its next invalidation must delete it again."""
+    engine = KVEngine(ModelBackend(GEOMETRY, changelog_depth=64), relocation=False)
+    host = HostTier.open(HostTierSettings(tmp_path / "data"))
+    direct = host.client()
+
+    async def main() -> None:
+        appliance = Appliance(lambda: engine, host_tier=host, refill=False)
+        tier = Tier(appliance, host)
+        await tier.start()
+        appliance.tier = tier
+        drain = ChangeDrain(appliance, tier, interval=3600)  # drained by hand, below
+
+        def taken_out(key: bytes) -> None:
+            tier.invalidate([key])
+            tier.apply_invalidations()
+
+        try:
+            taken_out(b"dp")
+            assert b"dp" in tier.not_held
+            handle_datagram(engine.data_plane(), wire_set(b"dp", b"from the wire"))
+            assert engine.get(b"dp") == b"from the wire"  # not drained yet
+            taken_out(b"dp")
+            assert engine.get(b"dp") is None
+            handle_datagram(engine.data_plane(), wire_set(b"dp", b"again"))
+            drain.step()  # drained: the key is shielded, so no longer known to be out
+            assert engine.get(b"dp") == b"again" and b"dp" not in tier.not_held
+            taken_out(b"dp")
+            assert engine.get(b"dp") is None
+            direct.set(b"restored", b"r")
+            taken_out(b"restored")
+            appliance.refill()
+            assert engine.get(b"restored") == b"r"
+            taken_out(b"restored")
+            assert engine.get(b"restored") is None
+        finally:
+            await tier.close()
+    try:
+        asyncio.run(main())
+    finally:
+        direct.close()
+        host.close()
