@@ -400,6 +400,28 @@ def test_a_key_redis_lacks_needs_no_round_trip(servers: Any, clients: Any) -> No
     assert info["hosttier_absent_hits"] >= 60
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_command_lists_redis_commands_and_pynq_kvs_own(servers: Any, clients: Any,
+                                                        protocol: int) -> None:
+    """COMMAND and its COUNT, LIST, INFO and DOCS are Redis' with the KV.* commands added."""
+    pynq, behind, _ = servers
+    r = clients(pynq.port, protocol=protocol)
+    direct = clients(behind.port, protocol=protocol)
+    own = {"kv.match", "kv.rule.add", "kv.rule.del", "kv.rule.list", "kv.stats"}
+    assert r.execute_command("COMMAND COUNT") == direct.execute_command("COMMAND COUNT") + len(own)
+    listed = {n.decode() for n in r.execute_command("COMMAND LIST")}
+    assert listed == {n.decode() for n in direct.execute_command("COMMAND LIST")} | own
+    table = r.command()  # redis-py parses the whole list
+    assert own <= set(table) and "get" in table and table["kv.match"]["arity"] == -2
+    info = r.execute_command("COMMAND INFO", "get", "kv.stats", "nosuch")
+    reference = direct.execute_command("COMMAND INFO", "get", "kv.stats", "nosuch")
+    assert info[0] == reference[0] and info[2] is None and reference[1] is None
+    assert info[1][0] == b"kv.stats" and info[1][1] == 1
+    docs = r.execute_command("COMMAND DOCS", "kv.match", "get")
+    docs = dict(zip(docs[::2], docs[1::2])) if isinstance(docs, list) else docs
+    assert set(docs) == {b"kv.match", b"get"}
+
+
 def test_info_has_redis_and_pynq_kv_sections(servers: Any, clients: Any) -> None:
     pynq, _, _ = servers
     info = clients(pynq.port).info("everything")

@@ -22,7 +22,8 @@ bytes are relayed unframed (messages come unasked).
 
 Handled by pynq-kv itself: AUTH (pynq-kv's requirepass), QUIT, HELLO (then forwarded for RESP3),
 the KV.* commands, CLIENT ID/GETNAME/SETNAME/SETINFO/INFO/LIST/HELP, and PING and ECHO of a
-client on the shared connection. INFO is Redis' reply with pynq-kv's sections appended.
+client on the shared connection. INFO is Redis' reply with pynq-kv's sections appended, COMMAND
+Redis' with the KV.* commands added.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from ...rediscommands import ALL
 from . import errors as E
 from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK
 from .commands.info import OWN_SECTIONS, info_text
+from .commands.server import command_docs, command_info, own_commands
+from .protocol import encode
 
 # Run by pynq-kv for every client.
 _LOCAL = frozenset({b"auth", b"quit", b"hello", b"kv.match", b"kv.rule.add", b"kv.rule.del",
@@ -52,7 +55,7 @@ _RAW_AFTER = frozenset({b"subscribe", b"psubscribe", b"ssubscribe", b"monitor"})
 _NOAUTH_OK = frozenset({b"auth", b"hello", b"quit"})
 # Commands call() looks at more closely; every other one is forwarded at once.
 _SPECIAL = (_LOCAL | _LOCAL_SHARED | _OWN_LINK | _RAW_AFTER
-            | {b"client", b"info", b"config", b"shutdown", b"reset"})
+            | {b"client", b"info", b"config", b"shutdown", b"reset", b"command"})
 _TIER_DOWN = E.error_reply(E.TIER_DOWN)
 # Refused: they would act on pynq-kv's own connections to Redis (or stop that Redis).
 _REFUSED = {b"shutdown": E.TIER_SHUTDOWN, b"client|kill": E.TIER_CLIENT_KILL}
@@ -193,6 +196,9 @@ class Forwarder:
             return
         if name == b"info":
             self.forward(conn, args, transform=self._info(conn, args))
+            return
+        if name == b"command":
+            self.forward(conn, args, transform=self._command(conn, args))
             return
         if name == b"config" and sub == b"resetstat":
             self.srv.reset_stats()
@@ -359,6 +365,30 @@ class Forwarder:
             return b"%s%d\r\n%s\r\n" % (b"=" if verbatim else b"$", len(text), text)
         return add_own
 
+    def _command(self, conn: Any, args: list[bytes]) -> Optional[Callable[[bytes], bytes]]:
+        """COMMAND's reply transform: Redis' commands and pynq-kv's own (KV.*) — in the full
+        list, COUNT, LIST (unfiltered), INFO and DOCS; None for the other subcommands."""
+        own = own_commands(self.srv)
+        resp3 = conn.resp3
+        sub = args[1].lower() if len(args) > 1 else b""
+        asked = {name.lower() for name in args[2:]}
+        if not sub or sub == b"info" and not asked:
+            return lambda reply: _append(reply, [encode(command_info(c), resp3) for c in own], 1)
+        if sub == b"count" and len(args) == 2:
+            return lambda reply: b":%d\r\n" % (int(reply[1:-2]) + len(own)) \
+                if reply[:1] == b":" else reply
+        if sub == b"list" and len(args) == 2:
+            return lambda reply: _append(reply, [encode(c.name.encode(), resp3) for c in own], 1)
+        if sub == b"info":
+            mine = {c.name.encode(): c for c in own}
+            return lambda reply: _fill_nils(reply, [mine.get(name.lower()) for name in args[2:]],
+                                            resp3)
+        if sub == b"docs":
+            chosen = [c for c in own if not asked or c.name.encode() in asked]
+            items = [encode(c.name.encode(), resp3) + encode(command_docs(c), resp3) for c in chosen]
+            return lambda reply: _append(reply, items, 1 if reply[:1] == b"%" else 2)
+        return None
+
     # -- the end of a batched run ---------------------------------------------------------------
     def run_writes(self, keys: list[bytes]) -> None:
         """A run of plain SETs is about to go to Redis: their keys leave the engine now."""
@@ -477,6 +507,32 @@ class Forwarder:
             conn, slot, conn.nil if reply == _NIL2 else reply))
         for payload, handler in requests:
             self._send(conn, link, payload, handler)
+
+
+def _append(reply: bytes, items: list[bytes], weight: int) -> bytes:
+    """An aggregate reply (array, set or map) with items added at its end; each item counts
+    weight in the length line (2 for a key and its value in a RESP2 array)."""
+    if reply[:1] not in (b"*", b"~", b"%") or not items:
+        return reply
+    eol = reply.index(b"\r\n")
+    count = int(reply[1:eol]) + weight * len(items)
+    return reply[:1] + b"%d" % count + reply[eol:] + b"".join(items)
+
+
+def _fill_nils(reply: bytes, mine: list[Any], resp3: bool) -> bytes:
+    """COMMAND INFO's array with each nil that stands for one of pynq-kv's commands (mine: the
+    Command asked at each place, None for Redis') replaced by its entry."""
+    if reply[:1] != b"*" or not any(mine):
+        return reply
+    pos = reply.index(b"\r\n") + 2
+    parts = [reply[:pos]]
+    for cmd in mine:
+        end = frame_replies(reply, pos, 1)[0]
+        element = reply[pos:end]
+        nil = element in (b"$-1\r\n", b"*-1\r\n", b"_\r\n")
+        parts.append(encode(command_info(cmd), resp3) if cmd is not None and nil else element)
+        pos = end
+    return b"".join(parts) + reply[pos:]
 
 
 def _split(replies: bytes, count: int) -> list[bytes]:

@@ -76,11 +76,16 @@ _CATEGORIES = {"readonly": "@read", "write": "@write", "fast": "@fast", "admin":
                "no_auth": "@connection"}
 
 
-def _command_info(cmd: Command) -> list[Any]:
+def command_info(cmd: Command) -> list[Any]:
     first, last, step = cmd.keys
     categories = RespSet(Simple(c) for f, c in _CATEGORIES.items() if f in cmd.flags)
     return [cmd.name.encode(), cmd.arity, RespSet(Simple(f) for f in cmd.flags), first, last, step,
-            categories, [], [], [_command_info(s) for s in cmd.subcommands.values()]]
+            categories, [], [], [command_info(s) for s in cmd.subcommands.values()]]
+
+
+def own_commands(srv: Server) -> list[Command]:
+    """pynq-kv's own commands (KV.*): with a host tier, what COMMAND adds to Redis' list."""
+    return [cmd for cmd in srv.command_list if cmd.group == "kv"]
 
 
 def _find(srv: Server, name: bytes) -> Optional[Command]:
@@ -92,7 +97,7 @@ def _find(srv: Server, name: bytes) -> Optional[Command]:
 
 
 def cmd_command(srv: Server, conn: Client, args: list[bytes]) -> Any:
-    return [_command_info(cmd) for cmd in srv.command_list]
+    return [command_info(cmd) for cmd in srv.command_list]
 
 
 def cmd_command_count(srv: Server, conn: Client, args: list[bytes]) -> Any:
@@ -113,20 +118,20 @@ def cmd_command_info(srv: Server, conn: Client, args: list[bytes]) -> Any:
     if len(args) == 2:
         return cmd_command(srv, conn, args)
     found = [_find(srv, name) for name in args[2:]]
-    return [None if cmd is None else _command_info(cmd) for cmd in found]
+    return [None if cmd is None else command_info(cmd) for cmd in found]
 
 
-def _docs(cmd: Command) -> dict[bytes, Any]:
+def command_docs(cmd: Command) -> dict[bytes, Any]:
     doc: dict[bytes, Any] = {b"summary": cmd.summary.encode(), b"since": b"1.0.0",
                              b"group": cmd.group.encode()}
     if cmd.subcommands:
-        doc[b"subcommands"] = {s.name.encode(): _docs(s) for s in cmd.subcommands.values()}
+        doc[b"subcommands"] = {s.name.encode(): command_docs(s) for s in cmd.subcommands.values()}
     return doc
 
 
 def cmd_command_docs(srv: Server, conn: Client, args: list[bytes]) -> Any:
     chosen = srv.command_list if len(args) == 2 else [_find(srv, name) for name in args[2:]]
-    return {cmd.name.encode(): _docs(cmd) for cmd in chosen if cmd is not None}
+    return {cmd.name.encode(): command_docs(cmd) for cmd in chosen if cmd is not None}
 
 
 def cmd_command_help(srv: Server, conn: Client, args: list[bytes]) -> Any:
