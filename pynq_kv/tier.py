@@ -268,9 +268,10 @@ class Tier:
         for other in (self.main, self.main3, self._inval):
             if other is not None and other.transport is not None and not other.closed:
                 other.transport.abort()
+        self._untick(len(self._fills))  # fills that will never come: their tickets go too
         self._fills.clear()
         if self._barrier is not None:
-            self.tickets -= len(self._barrier)
+            self._untick(len(self._barrier))
             self._barrier = None
         if self._reconnecting is None or self._reconnecting.done():
             self._reconnecting = asyncio.get_event_loop().create_task(self._reconnect())
