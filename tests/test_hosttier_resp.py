@@ -451,6 +451,31 @@ def test_redis_gone_gives_errors_and_empties_the_engine() -> None:
         pynq.stop()
 
 
+def test_a_lost_link_leaves_no_fill_ticket_behind() -> None:
+    """Fills waiting when the shared link is lost never come: their tickets go with them (a
+    ticket left behind would keep every later invalidated key in the dirty map for good)."""
+    behind = RedisServer()
+    pynq = PynqServer(redis=behind)
+    try:
+        def lose_with_fills_waiting() -> tuple[int, int]:
+            tier = pynq.tier
+            tier.settle(tier.ticket(), b"a", b"1")  # its barrier goes out
+            tier.settle(tier.ticket(), b"b", b"2")  # waits for the next barrier
+            waiting = tier.tickets
+            tier._main_lost(tier.main, None)
+            return waiting, tier.tickets
+        assert pynq.on_loop(lose_with_fills_waiting) == (2, 0)
+        deadline = time.monotonic() + 5
+        while not pynq.on_loop(lambda: pynq.tier.up):  # it reconnects
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        pynq.on_loop(lambda: pynq.tier.invalidate([b"k"]))
+        assert pynq.on_loop(lambda: (pynq.tier.tickets, len(pynq.tier.dirty))) == (0, 0)
+    finally:
+        pynq.stop()
+        behind.stop()
+
+
 def test_commands_on_pynq_kvs_own_links_are_refused(servers: Any, clients: Any) -> None:
     pynq, behind, _ = servers
     r = clients(pynq.port)
