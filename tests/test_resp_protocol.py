@@ -230,6 +230,25 @@ def test_uniform_pipelines_parse_as_the_exact_path_does(name, argc, sizes, count
         assert got == (commands, None)
 
 
+@settings(max_examples=300, deadline=None)
+@given(commands=commands_strategy, cuts=st.lists(st.integers(0, 2000), max_size=10),
+       tail=st.sampled_from([b"", b"*2\r\n$3\r\nGE", b"PING\r\n", b"*1\r\n$x\r\n", b"$3\r\n"]))
+def test_take_parses_as_feed_does_and_says_when_nothing_is_left(commands, cuts, tail):
+    """take (the server's call for a read) gives feed's items, blocks and errors for the same
+    reads, and True exactly when nothing is pending and no error was found."""
+    data = b"".join(encode_command(*c) for c in commands) * 5 + tail
+    cuts = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    fed, took = RequestParser(), RequestParser()
+    want: list = []
+    got: list = []
+    for a, b in zip(cuts, cuts[1:]):
+        fed.feed(data[a:b], want)
+        idle = took.take(data[a:b], got)
+        assert got == want and took.error == fed.error
+        assert idle == (not fed.pending() and fed.error is None)
+        assert took.buffered() == fed.buffered()
+
+
 # -- encoders -----------------------------------------------------------------------------------
 def decode(data: bytes):
     reader = hiredis.Reader(notEnoughData=Ellipsis)

@@ -197,6 +197,23 @@ class RequestParser:
             self.buf = data
         return self._parse(out, limit)
 
+    def take(self, data: bytes, out: list[list[bytes]]) -> bool:
+        """feed(data, out) for a client parsed without a limit; True when that left nothing
+        behind (no unparsed byte, no partial command, no error), which the server is told in
+        the same call: then the client holds no memory and no command is half received.
+
+        When nothing was held before, a read starting with a multibulk command goes straight
+        to the fast path, without feed's and _parse's setup: what a pipelining client sends."""
+        if (self.buf or self._argc_left or self._need or self.unauth or self.error is not None
+                or data[:1] != b"*"):
+            self.feed(data, out)
+        else:
+            pos = self._fast(data, out)[0]
+            if pos < len(data):  # the exact path takes over where the fast path stopped
+                self.buf = data
+                self._parse(out, 0, pos)
+        return not (self.buf or self._argc_left or self._chunks) and self.error is None
+
     def hold(self, data: bytes) -> None:
         """Keep data unparsed (a client before AUTH, while its previous command waits)."""
         if self.error is None:
@@ -241,13 +258,17 @@ class RequestParser:
         self._chunks_len = 0
         self._args_bytes = 0
 
-    def _parse(self, out: list[list[bytes]], limit: int) -> int:
+    def _parse(self, out: list[list[bytes]], limit: int, start: int = -1) -> int:
+        """Parse buf into out; start >= 0: the fast path has already taken buf[:start] (take)."""
         buf = self.buf
         n = len(buf)
         pos = 0
         count = 0
         fast = not limit and not self.unauth
-        if fast and not self._argc_left and buf[:1] == b"*":
+        if start >= 0:
+            pos = start
+            fast = False
+        elif fast and not self._argc_left and buf[:1] == b"*":
             pos, count = self._fast(buf, out)
             fast = False
         while pos < n:

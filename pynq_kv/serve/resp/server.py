@@ -212,22 +212,37 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         srv = self.srv
-        srv.net_input_bytes += len(data)
+        size = len(data)
+        srv.net_input_bytes += size
         if self.closing:
             return
         now = self.last_active = time.monotonic()
-        if not self.throttled:  # (a throttled client parses one command at a time anyway)
-            budget = srv.parse_budget
-            if budget < len(data) > SMALL_READ:  # this tick's parse budget cannot take it all
-                if budget > 0:
-                    srv.parse_budget = 0
-                    self.parse(data[:budget], now)
-                    if self.closing or self.error_queued:
-                        return
-                self.hold(data[max(budget, 0):], now)
-                return
-            srv.parse_budget = budget - len(data)
-        self.parse(data, now)
+        if self.throttled:  # (it parses one command at a time: no parse budget)
+            self.parse(data, now)
+            return
+        budget = srv.parse_budget
+        if budget < size > SMALL_READ:  # this tick's parse budget cannot take it all
+            if budget > 0:
+                srv.parse_budget = 0
+                self.parse(data[:budget], now)
+                if self.closing or self.error_queued:
+                    return
+            self.hold(data[max(budget, 0):], now)
+            return
+        srv.parse_budget = budget - size
+        cmds: list[list[bytes]] = []
+        # The common read: whole commands, and this client counted nothing in client memory
+        # before (so it held no input either: hold and parse_held account for what they keep).
+        # Then it holds nothing now: no limit to check, no memory to account, no timeout clock.
+        if self.parser.take(data, cmds) and not self.mem:
+            self.partial_since = 0.0
+            if cmds:
+                srv.queue.append((self, cmds, None, now))
+                if not srv.scheduled:
+                    srv.scheduled = True
+                    srv.loop.call_soon(srv.tick)
+            return
+        self.parsed(cmds, now)
 
     def hold(self, data: bytes, now: float) -> None:
         """Keep input for a later tick (RespServer.parse_held) and stop reading until then."""
@@ -246,7 +261,6 @@ class Connection(asyncio.Protocol):
 
     def parse(self, data: bytes, now: float) -> None:
         """Parse input that arrived at `now` and queue its commands (or its protocol error)."""
-        srv = self.srv
         parser = self.parser
         cmds: list[list[bytes]] = []
         if not self.throttled:
@@ -255,6 +269,13 @@ class Connection(asyncio.Protocol):
             parser.hold(data)
         else:
             parser.feed(data, cmds, 1)
+        self.parsed(cmds, now)
+
+    def parsed(self, cmds: list[list[bytes]], now: float) -> None:
+        """After a parse: the query-buffer limit, client memory, the commands (or the protocol
+        error) queued for the tick, the command timeout's clock."""
+        srv = self.srv
+        parser = self.parser
         error = parser.error
         pending = parser.pending()  # nothing pending means nothing buffered
         if pending and parser.buffered() + len(self.held) > srv.config.max_query_buffer:
@@ -616,11 +637,7 @@ class RespServer:
         add_keys, add_values = pipe.keys.extend, pipe.values.extend
         share = self.config.tick_commands
         count = 0
-        i = 0
-        while i < len(queue):  # throttled clients may append while we run
-            entry = queue[i]
-            conn, cmds, error, arrived = entry
-            i += 1
+        for conn, cmds, error, arrived in queue:  # (what _resume appends as we run comes too)
             if conn.closing:
                 continue
             if not conn.touched:
@@ -629,7 +646,7 @@ class RespServer:
                 conn.deferred = False
                 conn.ran = 0
             elif conn.deferred:  # over its share already: everything after waits too
-                deferred.append(entry)
+                deferred.append((conn, cmds, error, arrived))
                 continue
             batch = batching and conn.authenticated and conn.link is None
             before = count
@@ -710,9 +727,10 @@ class RespServer:
                         batch = False
                 if conn.closing:
                     break
-            if count > before:
-                answered.append((arrived, count - before))
-            conn.ran += count - before
+            ran = count - before
+            if ran:
+                answered.append((arrived, ran))
+                conn.ran += ran
             if rest is not None and not conn.closing:
                 conn.deferred = True
                 deferred.append((conn, rest, error, arrived))
