@@ -209,9 +209,10 @@ class RequestParser:
             self.feed(data, out)
         else:
             pos = self._fast(data, out)[0]
-            if pos < len(data):  # the exact path takes over where the fast path stopped
-                self.buf = data
-                self._parse(out, 0, pos)
+            if pos == len(data):  # all taken: nothing was held and nothing is (no error either)
+                return True
+            self.buf = data  # the exact path takes over where the fast path stopped
+            self._parse(out, 0, pos)
         return not (self.buf or self._argc_left or self._chunks) and self.error is None
 
     def hold(self, data: bytes) -> None:
@@ -428,8 +429,10 @@ class RequestParser:
         if (shape is None or not buf.startswith(shape[4])
                 or shape[0] is None and len(buf) >= 4 * shape[1]):
             shape = self._last_shape = self._shape(buf)
-        if shape is not None and shape[0] is not None:
-            pattern, size, name, argc, _ = shape
+            if shape is None:
+                return self._fast_tokens(buf, out)
+        pattern, size, name, argc, _ = shape
+        if pattern is not None:
             m = len(buf) // size
             end = m * size
             # Fixed-length matches that do not overlap and number m tile [0, end) exactly, so

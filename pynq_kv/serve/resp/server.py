@@ -135,7 +135,7 @@ class Connection(asyncio.Protocol):
         self.held = b""  # input received but not parsed yet: the tick's parse budget was spent
         self.held_since = 0.0
         self.deferred = False  # commands of this client wait in the queue for the next tick
-        self.ran = 0  # commands of this client run in the current tick
+        self.share_left = 0  # commands of its tick_commands share it may still run this tick
         self.write_paused = False  # its unsent replies are over output_high_water
         # With a host tier (forward.py): replies Redis has not given yet wait in `out` as Slots.
         self.waiting = 0  # Slots in out not answered yet
@@ -545,6 +545,8 @@ class RespServer:
             return
         self.queue = []
         self._take_engine()  # one engine for the whole tick
+        for conn in self._deferred:  # their turn: only what passes its share again waits
+            conn.deferred = False
         pipe: Pipeline = Pipeline(self._run_batch, self._render_batch)
         self._pipe = pipe
         touched: list[Connection] = []
@@ -643,19 +645,17 @@ class RespServer:
             if not conn.touched:
                 conn.touched = True
                 touched.append(conn)
-                conn.deferred = False
-                conn.ran = 0
+                stop = count + share  # its share of this tick ends at this count
             elif conn.deferred:  # over its share already: everything after waits too
                 deferred.append((conn, cmds, error, arrived))
                 continue
+            else:
+                stop = count + conn.share_left
             batch = batching and conn.authenticated and conn.link is None
             before = count
-            stop = count + share - conn.ran  # its share of this tick ends at this count
             j = 0
-            last = len(cmds)
             rest: Optional[list] = None
-            while j < last:
-                args = cmds[j]
+            for args in cmds:
                 j += 1
                 if type(args) is tuple:  # a block: one argument count, one column per argument
                     names = args[0]
@@ -666,13 +666,14 @@ class RespServer:
                             break
                         cut = stop - count
                         rest = [tuple(column[cut:] for column in args), *cmds[j:]]
+                        del cmds[j:]  # this block's share is the entry's last item
                         args = tuple(column[:cut] for column in args)
                         names = args[0]
                         n = cut
-                        last = j
                     # A block of GETs, or of plain SETs of byte strings, that all fit: one item.
-                    cmd = table_get(names[0])
-                    if batch and cmd is not None and names.count(names[0]) == n:
+                    name = names[0]
+                    cmd = table_get(name)
+                    if batch and cmd is not None and names.count(name) == n:
                         if (cmd.batch == BATCH_GET and len(args) == 2
                                 and max(map(len, args[1])) <= max_key):
                             if pipe.kind != _READ:
@@ -727,10 +728,9 @@ class RespServer:
                         batch = False
                 if conn.closing:
                     break
-            ran = count - before
-            if ran:
-                answered.append((arrived, ran))
-                conn.ran += ran
+            conn.share_left = stop - count
+            if count > before:
+                answered.append((arrived, count - before))
             if rest is not None and not conn.closing:
                 conn.deferred = True
                 deferred.append((conn, rest, error, arrived))
@@ -830,7 +830,7 @@ class RespServer:
             if conn.has_slots:
                 written += self._write_ready(conn)
             elif out:
-                data = out[0] if len(out) == 1 else b"".join(out)
+                data = b"".join(out)  # (one bytes reply comes back as it is, uncopied)
                 out.clear()
                 if not conn.lost:
                     conn.transport.write(data)
