@@ -10,8 +10,8 @@ after a bulk payload are skipped unchecked, C string functions stop at a NUL byt
 same bytes give the same commands and the same errors as Redis.
 
 Speed comes from two fast paths. A run of commands with one name and fixed argument lengths
-(a pipeline of GETs or SETs with fixed-size keys, as benchmarks and bulk loads send) is matched
-by one compiled regular expression per shape, in C, and comes out as argument columns. Otherwise,
+(a pipeline of GETs or SETs with fixed-size keys, as benchmarks and bulk loads send) is cut at
+its fixed offsets, in C, and comes out as argument columns. Otherwise,
 while a buffer holds ordinary multibulk commands, one C-level bytes.split(b"\\r\\n") yields all
 their tokens and each command is checked token by token against precomputed header tables.
 The fast paths only ever accept commands the exact path would accept identically; at the first
@@ -21,7 +21,7 @@ command) they hand over to the exact path.
 
 from __future__ import annotations
 
-import re
+import struct
 from typing import Any, Optional
 
 from . import errors as E
@@ -421,9 +421,9 @@ class RequestParser:
 
         First the *shape* path: when the buffer starts with a run of commands that have one
         name and the same argument lengths (a pipeline of GETs or SETs with fixed-size keys and
-        values, as benchmarks and bulk loads send), one compiled regular expression matches
-        them all in C and yields their arguments (see _shape). Anything else goes token by
-        token (_fast_tokens).
+        values, as benchmarks and bulk loads send), a struct format cuts all their arguments
+        out at once, in C, and one comparison checks the rest (see _shape, _cut). Anything else
+        goes token by token (_fast_tokens).
         """
         shape = self._last_shape  # a client mostly repeats one shape: try its last one first
         if (shape is None or not buf.startswith(shape[4])
@@ -431,38 +431,30 @@ class RequestParser:
             shape = self._last_shape = self._shape(buf)
             if shape is None:
                 return self._fast_tokens(buf, out)
-        pattern, size, name, argc, _ = shape
-        if pattern is not None:
-            m = len(buf) // size
-            end = m * size
-            # Fixed-length matches that do not overlap and number m tile [0, end) exactly, so
-            # each starts where a command starts: m commands, parsed as the exact path would.
-            if m >= 4 and pattern.match(buf, end - size) is not None:
-                found = pattern.findall(buf, 0, end)
-                if len(found) == m:
-                    if argc == 1:
-                        out.append(([name] * m,))
-                    elif argc == 2:
-                        out.append(([name] * m, found))
-                    else:
-                        out.append(([name] * m, *zip(*found)))
-                    if end == len(buf):
+        if shape[0] is not None:
+            n = len(buf)
+            m = n // shape[1]
+            if m >= 4:
+                end = m * shape[1]
+                block = _cut(shape, buf if end == n else buf[:end], m)
+                if block is not None:
+                    out.append(block)
+                    if end == n:
                         return end, m
                     rest, more = self._fast_tokens(buf[end:], out)
                     return end + rest, m + more
-            if m >= 4:  # not this shape after all: work it out afresh next time
-                self._last_shape = None
+                self._last_shape = None  # not this shape after all: work it out afresh next time
         return self._fast_tokens(buf, out)
 
     def _shape(self, buf: bytes) -> Optional[tuple[Any, int, bytes, int, bytes]]:
-        """(pattern, size, name, argc, prefix) of the first command when it has 1 to 3
-        arguments, each declared within the fast tables: `pattern` matches exactly one command
-        of this shape (same name, same lengths, every CRLF present) and captures its arguments
-        after the name; `prefix` is the command's constant start, up to the payload of its
-        first argument after the name. Patterns are compiled once per shape and kept (at most
-        SHAPES_MAX of them). A shape not compiled because the buffer holds fewer than 4
-        commands' bytes comes back with pattern None: _fast then knows, from its prefix and
-        size alone, that an unpipelined client's next command needs no second look."""
+        """(cuts, size, name, argc, prefix) of the first command when it has 1 to 3
+        arguments, each declared within the fast tables: `cuts` are what _cut needs to take a
+        run of this shape (same name, same lengths, every CRLF present) apart; `prefix` is
+        the command's constant start, up to the payload of its first argument after the name
+        (the whole command when it has no other argument). Shapes are kept (at most SHAPES_MAX
+        of them). A shape not kept because the buffer holds fewer than 4 commands' bytes comes
+        back with cuts None: _fast then knows, from its prefix and size alone, that an
+        unpipelined client's next command needs no second look."""
         line = buf.find(b"\r\n", 0, 8)
         argc = self._fast_mbulk.get(buf[:line]) if line > 0 else None
         if argc is None or argc > 3:
@@ -482,9 +474,9 @@ class RequestParser:
         key = (name, *lengths)
         shape = _SHAPES.get(key)
         if shape is None:
-            # Compiling costs tens of microseconds: only for a shape the buffer holds at least
-            # 4 times in a row (by its start), and never more than SHAPES_MAX shapes per
-            # process, so a client cycling through shapes cannot keep the server compiling.
+            # Only for a shape the buffer holds at least 4 times in a row (by its start), and
+            # never more than SHAPES_MAX shapes per process, so a client cycling through
+            # shapes cannot fill the table.
             size = pos  # the first command ends where the loop stopped
             prefix = b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n"
             if argc > 1:
@@ -493,10 +485,14 @@ class RequestParser:
                 return None, size, name, argc, prefix
             if len(_SHAPES) >= SHAPES_MAX or not buf.startswith(prefix, 3 * size):
                 return None
-            text = re.escape(b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n")
-            for n in lengths[1:]:
-                text += re.escape(b"$%d\r\n" % n) + b"(.{%d})\r\n" % n
-            shape = _SHAPES[key] = (re.compile(text, re.S), size, name, argc, prefix)
+            # the payloads' offsets, the bytes between two commands and between the two
+            # arguments after the name
+            gap = b"\r\n$%d\r\n" % lengths[2] if argc == 3 else b""
+            fmt = "=%dx%ds" % (len(prefix), lengths[1]) if argc > 1 else ""
+            if argc == 3:
+                fmt += "%dx%ds" % (len(gap), lengths[2])
+            cuts = (struct.Struct(fmt + "2x").iter_unpack, CRLF + prefix, gap)
+            shape = _SHAPES[key] = (cuts, size, name, argc, prefix)
         return shape
 
     def _fast_tokens(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
@@ -555,8 +551,34 @@ class RequestParser:
         return sum(map(len, toks[:i])) + 2 * i, count
 
 
-SHAPES_MAX = 1024  # command shapes with a compiled pattern, per process (never evicted)
-_SHAPES: dict[tuple, tuple[Any, int, bytes, int, bytes]] = {}  # command shape -> compiled pattern
+SHAPES_MAX = 1024  # command shapes kept for the shape path, per process (never evicted)
+_SHAPES: dict[tuple, tuple[Any, int, bytes, int, bytes]] = {}  # (name, lengths) -> its shape
+
+
+def _cut(shape: tuple[Any, int, bytes, int, bytes], run: bytes, m: int) -> Optional[tuple]:
+    """The block of the m commands of this shape that make up run (m times its size), as
+    argument columns (see RequestParser._fast), or None if run is not exactly that.
+
+    No Python step per command: a struct format of the shape cuts every payload out of run
+    at its fixed offset, and the run rebuilt from those payloads and the shape's constant
+    bytes (one join) must be run itself; then the commands are what the exact path reads."""
+    cuts, _, name, argc, prefix = shape
+    if argc == 1:  # no payload: m non-overlapping copies of the command tile run
+        return ([name] * m,) if run.count(prefix) == m else None
+    unpack, between, gap = cuts
+    columns = tuple(zip(*unpack(run)))
+    if argc == 2:
+        parts = [between, None] * m
+        parts[1::2] = columns[0]
+    else:
+        parts = [between, None, gap, None] * m
+        parts[1::4] = columns[0]
+        parts[3::4] = columns[1]
+    parts[0] = prefix
+    parts.append(CRLF)
+    if b"".join(parts) != run:
+        return None
+    return ([name] * m, *columns)
 
 
 def commands_of(item: Any) -> list[list[bytes]]:
