@@ -485,13 +485,15 @@ class RequestParser:
                 return None, size, name, argc, prefix
             if len(_SHAPES) >= SHAPES_MAX or not buf.startswith(prefix, 3 * size):
                 return None
-            # the payloads' offsets, the bytes between two commands and between the two
-            # arguments after the name
-            gap = b"\r\n$%d\r\n" % lengths[2] if argc == 3 else b""
-            fmt = "=%dx%ds" % (len(prefix), lengths[1]) if argc > 1 else ""
+            # (the two arguments' offsets, the bytes between two commands, the bytes between
+            # the two arguments) or, for one argument, (None, the bytes between two commands,
+            # its length)
             if argc == 3:
-                fmt += "%dx%ds" % (len(gap), lengths[2])
-            cuts = (struct.Struct(fmt + "2x").iter_unpack, CRLF + prefix, gap)
+                gap: Any = b"\r\n$%d\r\n" % lengths[2]
+                fmt = "=%dx%ds%dx%ds2x" % (len(prefix), lengths[1], len(gap), lengths[2])
+                cuts = (struct.Struct(fmt).iter_unpack, CRLF + prefix, gap)
+            else:
+                cuts = (None, CRLF + prefix, lengths[-1])
             shape = _SHAPES[key] = (cuts, size, name, argc, prefix)
         return shape
 
@@ -559,26 +561,34 @@ def _cut(shape: tuple[Any, int, bytes, int, bytes], run: bytes, m: int) -> Optio
     """The block of the m commands of this shape that make up run (m times its size), as
     argument columns (see RequestParser._fast), or None if run is not exactly that.
 
-    No Python step per command: a struct format of the shape cuts every payload out of run
-    at its fixed offset, and the run rebuilt from those payloads and the shape's constant
-    bytes (one join) must be run itself; then the commands are what the exact path reads."""
+    No Python step per command. With one argument after the name, one split does it (below);
+    with two, a struct format of the shape cuts every payload out of run at its fixed offset,
+    and the run rebuilt from those payloads and the shape's constant bytes (one join) must be
+    run itself. Either way the commands are what the exact path reads."""
     cuts, _, name, argc, prefix = shape
     if argc == 1:  # no payload: m non-overlapping copies of the command tile run
         return ([name] * m,) if run.count(prefix) == m else None
-    unpack, between, gap = cuts
-    columns = tuple(zip(*unpack(run)))
+    unpack, between, gap = cuts  # (for one argument, gap is its length)
     if argc == 2:
-        parts = [between, None] * m
-        parts[1::2] = columns[0]
-    else:
-        parts = [between, None, gap, None] * m
-        parts[1::4] = columns[0]
-        parts[3::4] = columns[1]
+        # Split where one command ends and the next begins: m pieces, each one argument once
+        # the prefix and the final CRLF are off, all of the declared length, fill run exactly
+        # as m commands would (their lengths add up only so), a payload holding the separator
+        # splits into more and shorter pieces.
+        args = run.split(between)
+        if len(args) != m or not args[0].startswith(prefix) or not args[-1].endswith(CRLF):
+            return None
+        args[0] = args[0][len(prefix):]
+        args[-1] = args[-1][:-2]
+        return ([name] * m, args) if list(map(len, args)).count(gap) == m else None
+    columns = tuple(zip(*unpack(run)))
+    parts = [between, None, gap, None] * m
     parts[0] = prefix
+    parts[1::4] = columns[0]
+    parts[3::4] = columns[1]
     parts.append(CRLF)
     if b"".join(parts) != run:
         return None
-    return ([name] * m, *columns)
+    return [name] * m, *columns
 
 
 def commands_of(item: Any) -> list[list[bytes]]:
