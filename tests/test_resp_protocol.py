@@ -230,6 +230,58 @@ def test_uniform_pipelines_parse_as_the_exact_path_does(name, argc, sizes, count
         assert got == (commands, None)
 
 
+@pytest.mark.parametrize("argc", [2, 3])
+@pytest.mark.parametrize("where", [0, 5, 15])
+def test_shape_run_with_its_own_separators_in_a_payload_parses_as_the_exact_path(argc, where):
+    """A payload of the run's declared length holding the bytes the shape path cuts at (what
+    lies between two commands, or between the two arguments) must not shift the cut: the run
+    gives the commands the exact path reads, byte for byte."""
+    name, size = b"X", 40
+    between = b"\r\n*%d\r\n$1\r\nX\r\n$%d\r\n" % (argc, size)
+    gap = b"\r\n$%d\r\n" % size
+    commands = []
+    for i in range(16):
+        args = [name, b"k%039d" % i] + ([b"v%039d" % i] if argc == 3 else [])
+        commands.append(args)
+    for sep in (between, gap):
+        tricky = (b"a" * 3 + sep).ljust(size, b"b")
+        cmds = [list(c) for c in commands]
+        cmds[where][1] = tricky
+        if argc == 3:
+            cmds[(where + 1) % 16][2] = tricky
+        data = b"".join(encode_command(*c) for c in cmds)
+        exact = RequestParser()
+        want: list = []
+        for i in range(len(data)):  # one byte at a time never takes a fast path
+            exact.feed(data[i:i + 1], want)
+        got = parse(data)
+        assert got == ([c for item in want for c in commands_of(item)], None) == (cmds, None)
+    uniform = RequestParser()
+    out: list = []
+    uniform.feed(b"".join(encode_command(*c) for c in commands), out)
+    assert len(out) == 1 and type(out[0]) is tuple  # the shape path took the plain run whole
+    assert [list(column) for column in out[0]] == [list(column) for column in zip(*commands)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(commands=commands_strategy, cuts=st.lists(st.integers(0, 2000), max_size=10),
+       tail=st.sampled_from([b"", b"*2\r\n$3\r\nGE", b"PING\r\n", b"*1\r\n$x\r\n", b"$3\r\n"]))
+def test_take_parses_as_feed_does_and_says_when_nothing_is_left(commands, cuts, tail):
+    """take (the server's call for a read) gives feed's items, blocks and errors for the same
+    reads, and True exactly when nothing is pending and no error was found."""
+    data = b"".join(encode_command(*c) for c in commands) * 5 + tail
+    cuts = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    fed, took = RequestParser(), RequestParser()
+    want: list = []
+    got: list = []
+    for a, b in zip(cuts, cuts[1:]):
+        fed.feed(data[a:b], want)
+        idle = took.take(data[a:b], got)
+        assert got == want and took.error == fed.error
+        assert idle == (not fed.pending() and fed.error is None)
+        assert took.buffered() == fed.buffered()
+
+
 # -- encoders -----------------------------------------------------------------------------------
 def decode(data: bytes):
     reader = hiredis.Reader(notEnoughData=Ellipsis)

@@ -10,8 +10,8 @@ after a bulk payload are skipped unchecked, C string functions stop at a NUL byt
 same bytes give the same commands and the same errors as Redis.
 
 Speed comes from two fast paths. A run of commands with one name and fixed argument lengths
-(a pipeline of GETs or SETs with fixed-size keys, as benchmarks and bulk loads send) is matched
-by one compiled regular expression per shape, in C, and comes out as argument columns. Otherwise,
+(a pipeline of GETs or SETs with fixed-size keys, as benchmarks and bulk loads send) is cut at
+its fixed offsets, in C, and comes out as argument columns. Otherwise,
 while a buffer holds ordinary multibulk commands, one C-level bytes.split(b"\\r\\n") yields all
 their tokens and each command is checked token by token against precomputed header tables.
 The fast paths only ever accept commands the exact path would accept identically; at the first
@@ -21,7 +21,7 @@ command) they hand over to the exact path.
 
 from __future__ import annotations
 
-import re
+import struct
 from typing import Any, Optional
 
 from . import errors as E
@@ -201,6 +201,24 @@ class RequestParser:
             self.buf = data
         return self._parse(out, limit)
 
+    def take(self, data: bytes, out: list[list[bytes]]) -> bool:
+        """feed(data, out) for a client parsed without a limit; True when that left nothing
+        behind (no unparsed byte, no partial command, no error), which the server is told in
+        the same call: then the client holds no memory and no command is half received.
+
+        When nothing was held before, a read starting with a multibulk command goes straight
+        to the fast path, without feed's and _parse's setup: what a pipelining client sends."""
+        if (self.buf or self._argc_left or self._need or self.unauth or self.error is not None
+                or data[:1] != b"*"):
+            self.feed(data, out)
+        else:
+            pos = self._fast(data, out)[0]
+            if pos == len(data):  # all taken: nothing was held and nothing is (no error either)
+                return True
+            self.buf = data  # the exact path takes over where the fast path stopped
+            self._parse(out, 0, pos)
+        return not (self.buf or self._argc_left or self._chunks) and self.error is None
+
     def hold(self, data: bytes) -> None:
         """Keep data unparsed (a client before AUTH, while its previous command waits)."""
         if self.error is None:
@@ -245,13 +263,17 @@ class RequestParser:
         self._chunks_len = 0
         self._args_bytes = 0
 
-    def _parse(self, out: list[list[bytes]], limit: int) -> int:
+    def _parse(self, out: list[list[bytes]], limit: int, start: int = -1) -> int:
+        """Parse buf into out; start >= 0: the fast path has already taken buf[:start] (take)."""
         buf = self.buf
         n = len(buf)
         pos = 0
         count = 0
         fast = not limit and not self.unauth
-        if fast and not self._argc_left and buf[:1] == b"*":
+        if start >= 0:
+            pos = start
+            fast = False
+        elif fast and not self._argc_left and buf[:1] == b"*":
             pos, count = self._fast(buf, out)
             fast = False
         while pos < n:
@@ -403,46 +425,40 @@ class RequestParser:
 
         First the *shape* path: when the buffer starts with a run of commands that have one
         name and the same argument lengths (a pipeline of GETs or SETs with fixed-size keys and
-        values, as benchmarks and bulk loads send), one compiled regular expression matches
-        them all in C and yields their arguments (see _shape). Anything else goes token by
-        token (_fast_tokens).
+        values, as benchmarks and bulk loads send), a struct format cuts all their arguments
+        out at once, in C, and one comparison checks the rest (see _shape, _cut). Anything else
+        goes token by token (_fast_tokens).
         """
         shape = self._last_shape  # a client mostly repeats one shape: try its last one first
         if (shape is None or not buf.startswith(shape[4])
                 or shape[0] is None and len(buf) >= 4 * shape[1]):
             shape = self._last_shape = self._shape(buf)
-        if shape is not None and shape[0] is not None:
-            pattern, size, name, argc, _ = shape
-            m = len(buf) // size
-            end = m * size
-            # Fixed-length matches that do not overlap and number m tile [0, end) exactly, so
-            # each starts where a command starts: m commands, parsed as the exact path would.
-            if m >= 4 and pattern.match(buf, end - size) is not None:
-                found = pattern.findall(buf, 0, end)
-                if len(found) == m:
-                    if argc == 1:
-                        out.append(([name] * m,))
-                    elif argc == 2:
-                        out.append(([name] * m, found))
-                    else:
-                        out.append(([name] * m, *zip(*found)))
-                    if end == len(buf):
+            if shape is None:
+                return self._fast_tokens(buf, out)
+        if shape[0] is not None:
+            n = len(buf)
+            m = n // shape[1]
+            if m >= 4:
+                end = m * shape[1]
+                block = _cut(shape, buf if end == n else buf[:end], m)
+                if block is not None:
+                    out.append(block)
+                    if end == n:
                         return end, m
                     rest, more = self._fast_tokens(buf[end:], out)
                     return end + rest, m + more
-            if m >= 4:  # not this shape after all: work it out afresh next time
-                self._last_shape = None
+                self._last_shape = None  # not this shape after all: work it out afresh next time
         return self._fast_tokens(buf, out)
 
     def _shape(self, buf: bytes) -> Optional[tuple[Any, int, bytes, int, bytes]]:
-        """(pattern, size, name, argc, prefix) of the first command when it has 1 to 3
-        arguments, each declared within the fast tables: `pattern` matches exactly one command
-        of this shape (same name, same lengths, every CRLF present) and captures its arguments
-        after the name; `prefix` is the command's constant start, up to the payload of its
-        first argument after the name. Patterns are compiled once per shape and kept (at most
-        SHAPES_MAX of them). A shape not compiled because the buffer holds fewer than 4
-        commands' bytes comes back with pattern None: _fast then knows, from its prefix and
-        size alone, that an unpipelined client's next command needs no second look."""
+        """(cuts, size, name, argc, prefix) of the first command when it has 1 to 3
+        arguments, each declared within the fast tables: `cuts` are what _cut needs to take a
+        run of this shape (same name, same lengths, every CRLF present) apart; `prefix` is
+        the command's constant start, up to the payload of its first argument after the name
+        (the whole command when it has no other argument). Shapes are kept (at most SHAPES_MAX
+        of them). A shape not kept because the buffer holds fewer than 4 commands' bytes comes
+        back with cuts None: _fast then knows, from its prefix and size alone, that an
+        unpipelined client's next command needs no second look."""
         line = buf.find(b"\r\n", 0, 8)
         argc = self._fast_mbulk.get(buf[:line]) if line > 0 else None
         if argc is None or argc > 3:
@@ -462,9 +478,9 @@ class RequestParser:
         key = (name, *lengths)
         shape = _SHAPES.get(key)
         if shape is None:
-            # Compiling costs tens of microseconds: only for a shape the buffer holds at least
-            # 4 times in a row (by its start), and never more than SHAPES_MAX shapes per
-            # process, so a client cycling through shapes cannot keep the server compiling.
+            # Only for a shape the buffer holds at least 4 times in a row (by its start), and
+            # never more than SHAPES_MAX shapes per process, so a client cycling through
+            # shapes cannot fill the table.
             size = pos  # the first command ends where the loop stopped
             prefix = b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n"
             if argc > 1:
@@ -473,10 +489,16 @@ class RequestParser:
                 return None, size, name, argc, prefix
             if len(_SHAPES) >= SHAPES_MAX or not buf.startswith(prefix, 3 * size):
                 return None
-            text = re.escape(b"*%d\r\n$%d\r\n" % (argc, lengths[0]) + name + b"\r\n")
-            for n in lengths[1:]:
-                text += re.escape(b"$%d\r\n" % n) + b"(.{%d})\r\n" % n
-            shape = _SHAPES[key] = (re.compile(text, re.S), size, name, argc, prefix)
+            # (the two arguments' offsets, the bytes between two commands, the bytes between
+            # the two arguments) or, for one argument, (None, the bytes between two commands,
+            # its length)
+            if argc == 3:
+                gap: Any = b"\r\n$%d\r\n" % lengths[2]
+                fmt = "=%dx%ds%dx%ds2x" % (len(prefix), lengths[1], len(gap), lengths[2])
+                cuts = (struct.Struct(fmt).iter_unpack, CRLF + prefix, gap)
+            else:
+                cuts = (None, CRLF + prefix, lengths[-1])
+            shape = _SHAPES[key] = (cuts, size, name, argc, prefix)
         return shape
 
     def _fast_tokens(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
@@ -535,8 +557,42 @@ class RequestParser:
         return sum(map(len, toks[:i])) + 2 * i, count
 
 
-SHAPES_MAX = 1024  # command shapes with a compiled pattern, per process (never evicted)
-_SHAPES: dict[tuple, tuple[Any, int, bytes, int, bytes]] = {}  # command shape -> compiled pattern
+SHAPES_MAX = 1024  # command shapes kept for the shape path, per process (never evicted)
+_SHAPES: dict[tuple, tuple[Any, int, bytes, int, bytes]] = {}  # (name, lengths) -> its shape
+
+
+def _cut(shape: tuple[Any, int, bytes, int, bytes], run: bytes, m: int) -> Optional[tuple]:
+    """The block of the m commands of this shape that make up run (m times its size), as
+    argument columns (see RequestParser._fast), or None if run is not exactly that.
+
+    No Python step per command. With one argument after the name, one split does it (below);
+    with two, a struct format of the shape cuts every payload out of run at its fixed offset,
+    and the run rebuilt from those payloads and the shape's constant bytes (one join) must be
+    run itself. Either way the commands are what the exact path reads."""
+    cuts, _, name, argc, prefix = shape
+    if argc == 1:  # no payload: m non-overlapping copies of the command tile run
+        return ([name] * m,) if run.count(prefix) == m else None
+    unpack, between, gap = cuts  # (for one argument, gap is its length)
+    if argc == 2:
+        # Split where one command ends and the next begins: m pieces, each one argument once
+        # the prefix and the final CRLF are off, all of the declared length, fill run exactly
+        # as m commands would (their lengths add up only so), a payload holding the separator
+        # splits into more and shorter pieces.
+        args = run.split(between)
+        if len(args) != m or not args[0].startswith(prefix) or not args[-1].endswith(CRLF):
+            return None
+        args[0] = args[0][len(prefix):]
+        args[-1] = args[-1][:-2]
+        return ([name] * m, args) if list(map(len, args)).count(gap) == m else None
+    columns = tuple(zip(*unpack(run)))
+    parts = [between, None, gap, None] * m
+    parts[0] = prefix
+    parts[1::4] = columns[0]
+    parts[3::4] = columns[1]
+    parts.append(CRLF)
+    if b"".join(parts) != run:
+        return None
+    return [name] * m, *columns
 
 
 def commands_of(item: Any) -> list[list[bytes]]:

@@ -135,7 +135,7 @@ class Connection(asyncio.Protocol):
         self.held = b""  # input received but not parsed yet: the tick's parse budget was spent
         self.held_since = 0.0
         self.deferred = False  # commands of this client wait in the queue for the next tick
-        self.ran = 0  # commands of this client run in the current tick
+        self.share_left = 0  # commands of its tick_commands share it may still run this tick
         self.write_paused = False  # its unsent replies are over output_high_water
         # With a host tier (forward.py): replies Redis has not given yet wait in `out` as Slots.
         self.waiting = 0  # Slots in out not answered yet
@@ -212,22 +212,37 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         srv = self.srv
-        srv.net_input_bytes += len(data)
+        size = len(data)
+        srv.net_input_bytes += size
         if self.closing:
             return
         now = self.last_active = time.monotonic()
-        if not self.throttled:  # (a throttled client parses one command at a time anyway)
-            budget = srv.parse_budget
-            if budget < len(data) > SMALL_READ:  # this tick's parse budget cannot take it all
-                if budget > 0:
-                    srv.parse_budget = 0
-                    self.parse(data[:budget], now)
-                    if self.closing or self.error_queued:
-                        return
-                self.hold(data[max(budget, 0):], now)
-                return
-            srv.parse_budget = budget - len(data)
-        self.parse(data, now)
+        if self.throttled:  # (it parses one command at a time: no parse budget)
+            self.parse(data, now)
+            return
+        budget = srv.parse_budget
+        if budget < size > SMALL_READ:  # this tick's parse budget cannot take it all
+            if budget > 0:
+                srv.parse_budget = 0
+                self.parse(data[:budget], now)
+                if self.closing or self.error_queued:
+                    return
+            self.hold(data[max(budget, 0):], now)
+            return
+        srv.parse_budget = budget - size
+        cmds: list[list[bytes]] = []
+        # The common read: whole commands, and this client counted nothing in client memory
+        # before (so it held no input either: hold and parse_held account for what they keep).
+        # Then it holds nothing now: no limit to check, no memory to account, no timeout clock.
+        if self.parser.take(data, cmds) and not self.mem:
+            self.partial_since = 0.0
+            if cmds:
+                srv.queue.append((self, cmds, None, now))
+                if not srv.scheduled:
+                    srv.scheduled = True
+                    srv.loop.call_soon(srv.tick)
+            return
+        self.parsed(cmds, now)
 
     def hold(self, data: bytes, now: float) -> None:
         """Keep input for a later tick (RespServer.parse_held) and stop reading until then."""
@@ -246,7 +261,6 @@ class Connection(asyncio.Protocol):
 
     def parse(self, data: bytes, now: float) -> None:
         """Parse input that arrived at `now` and queue its commands (or its protocol error)."""
-        srv = self.srv
         parser = self.parser
         cmds: list[list[bytes]] = []
         if not self.throttled:
@@ -255,6 +269,13 @@ class Connection(asyncio.Protocol):
             parser.hold(data)
         else:
             parser.feed(data, cmds, 1)
+        self.parsed(cmds, now)
+
+    def parsed(self, cmds: list[list[bytes]], now: float) -> None:
+        """After a parse: the query-buffer limit, client memory, the commands (or the protocol
+        error) queued for the tick, the command timeout's clock."""
+        srv = self.srv
+        parser = self.parser
         error = parser.error
         pending = parser.pending()  # nothing pending means nothing buffered
         if pending and parser.buffered() + len(self.held) > srv.config.max_query_buffer:
@@ -524,6 +545,8 @@ class RespServer:
             return
         self.queue = []
         self._take_engine()  # one engine for the whole tick
+        for conn in self._deferred:  # their turn: only what passes its share again waits
+            conn.deferred = False
         pipe: Pipeline = Pipeline(self._run_batch, self._render_batch)
         self._pipe = pipe
         touched: list[Connection] = []
@@ -616,29 +639,23 @@ class RespServer:
         add_keys, add_values = pipe.keys.extend, pipe.values.extend
         share = self.config.tick_commands
         count = 0
-        i = 0
-        while i < len(queue):  # throttled clients may append while we run
-            entry = queue[i]
-            conn, cmds, error, arrived = entry
-            i += 1
+        for conn, cmds, error, arrived in queue:  # (what _resume appends as we run comes too)
             if conn.closing:
                 continue
             if not conn.touched:
                 conn.touched = True
                 touched.append(conn)
-                conn.deferred = False
-                conn.ran = 0
+                stop = count + share  # its share of this tick ends at this count
             elif conn.deferred:  # over its share already: everything after waits too
-                deferred.append(entry)
+                deferred.append((conn, cmds, error, arrived))
                 continue
+            else:
+                stop = count + conn.share_left
             batch = batching and conn.authenticated and conn.link is None
             before = count
-            stop = count + share - conn.ran  # its share of this tick ends at this count
             j = 0
-            last = len(cmds)
             rest: Optional[list] = None
-            while j < last:
-                args = cmds[j]
+            for args in cmds:
                 j += 1
                 if type(args) is tuple:  # a block: one argument count, one column per argument
                     names = args[0]
@@ -649,13 +666,14 @@ class RespServer:
                             break
                         cut = stop - count
                         rest = [tuple(column[cut:] for column in args), *cmds[j:]]
+                        del cmds[j:]  # this block's share is the entry's last item
                         args = tuple(column[:cut] for column in args)
                         names = args[0]
                         n = cut
-                        last = j
                     # A block of GETs, or of plain SETs of byte strings, that all fit: one item.
-                    cmd = table_get(names[0])
-                    if batch and cmd is not None and names.count(names[0]) == n:
+                    name = names[0]
+                    cmd = table_get(name)
+                    if batch and cmd is not None and names.count(name) == n:
                         if (cmd.batch == BATCH_GET and len(args) == 2
                                 and max(map(len, args[1])) <= max_key):
                             if pipe.kind != _READ:
@@ -710,9 +728,9 @@ class RespServer:
                         batch = False
                 if conn.closing:
                     break
+            conn.share_left = stop - count
             if count > before:
                 answered.append((arrived, count - before))
-            conn.ran += count - before
             if rest is not None and not conn.closing:
                 conn.deferred = True
                 deferred.append((conn, rest, error, arrived))
@@ -812,7 +830,7 @@ class RespServer:
             if conn.has_slots:
                 written += self._write_ready(conn)
             elif out:
-                data = out[0] if len(out) == 1 else b"".join(out)
+                data = b"".join(out)  # (one bytes reply comes back as it is, uncopied)
                 out.clear()
                 if not conn.lost:
                     conn.transport.write(data)
