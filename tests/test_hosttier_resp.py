@@ -281,6 +281,24 @@ def test_raw_pipeline_bytes_are_redis_bytes(servers: Any) -> None:
     assert answers[0] == answers[1]
 
 
+@pytest.mark.parametrize("payload", [encode_command("PING") * 9, b"PING\r\n" * 9,
+                                     b"PING\r\nPING x\r\n\"PING\"\r\nping\r\n" * 3])
+def test_pipelined_pings_are_redis_bytes(servers: Any, payload: bytes) -> None:
+    """Runs of PING (multibulk and inline, one block or not) answer as Redis does."""
+    pynq, _, reference = servers
+    answers = []
+    for port in (pynq.port, reference.port):
+        with socket.create_connection((HOST, port), timeout=5) as sock:
+            sock.sendall(payload + encode_command("ECHO", "END-OF-TEST"))
+            data = b""
+            while not data.endswith(b"$11\r\nEND-OF-TEST\r\n"):
+                piece = sock.recv(65536)
+                assert piece, "closed early"
+                data += piece
+        answers.append(data)
+    assert answers[0] == answers[1]
+
+
 def test_write_behind_our_back_reaches_the_engine(servers: Any, clients: Any) -> None:
     """Another client of the backing Redis changes a key the engine holds: within the window
     (measured here) pynq-kv answers the new value, and never an older one afterwards."""

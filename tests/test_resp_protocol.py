@@ -20,6 +20,7 @@ from pynq_kv.serve.resp.protocol import (
     commands_of,
     encode,
     splitargs,
+    splitargs_stepwise,
     string2ll,
 )
 from resp_helpers import encode_command
@@ -115,6 +116,19 @@ def test_inline_commands():
 ])
 def test_splitargs_follows_sdssplitargs(line, args):
     assert splitargs(line) == args
+
+
+@pytest.mark.parametrize("line, args", [(b"a\x0bb \x0cc", [b"a\x0bb", b"c"]),
+                                        (b"a\x0cb", [b"a\x0cb"]),
+                                        (b"\x0b\x0c get k", [b"get", b"k"])])
+def test_vertical_tab_and_form_feed_are_blanks_only_before_a_token(line, args):
+    assert splitargs(line) == args
+
+
+@given(st.binary(max_size=40).map(lambda b: b.replace(b"\0", b"")))
+def test_the_quick_split_is_the_stepwise_one(line):
+    """splitargs takes bytes.split() for a line without quotes, \v or \f: the same words."""
+    assert splitargs(line) == splitargs_stepwise(line)
 
 
 @pytest.mark.parametrize("text, value", [

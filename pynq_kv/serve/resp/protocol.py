@@ -77,6 +77,16 @@ def splitargs(line: bytes) -> Optional[list[bytes]]:
     None means unbalanced quotes (or a closing quote not followed by a space). The line holds
     no NUL byte (the caller stops at one, as strchr does in Redis).
     """
+    # Without quotes, \v or \f (blanks only before a token: inside one they are its bytes)
+    # sdssplitargs splits at runs of space, \t, \r and \n, as bytes.split() does, in C.
+    if b'"' not in line and b"'" not in line and b"\x0b" not in line and b"\x0c" not in line:
+        return line.split()
+    return splitargs_stepwise(line)
+
+
+def splitargs_stepwise(line: bytes) -> Optional[list[bytes]]:
+    """splitargs a byte at a time, as sdssplitargs does: what splitargs runs for a line with
+    quotes, \v or \f."""
     args: list[bytes] = []
     n = len(line)
     p = 0
