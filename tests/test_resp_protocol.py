@@ -326,3 +326,30 @@ def test_error_messages_match_redis_formats():
     assert E.unknown_command([b"F\x00OO", b"a\x00b"]) == b"ERR unknown command 'F', with args beginning with: 'a' "
     assert E.unknown_subcommand(b"client", b"nope") == b"ERR unknown subcommand 'nope'. Try CLIENT HELP."
     assert E.error_reply(b"ERR x\r\ny\n") == b"-ERR x  y \r\n"
+
+
+_inline_line = st.lists(st.sampled_from([b"PING", b"GET", b"k", b"'a b'", b'"x"', b"v"]),
+                        min_size=0, max_size=3).map(b" ".join)
+
+
+@given(st.lists(st.tuples(_inline_line, st.sampled_from([b"\r\n", b"\n"]), st.integers(1, 5)),
+                min_size=1, max_size=5))
+def test_a_run_of_one_inline_line_parses_as_the_lines_one_by_one(runs):
+    """Repeated inline lines come out as one block: the same commands as one at a time."""
+    data = b"".join((line + end) * times for line, end, times in runs)
+    one_by_one = RequestParser()
+    expected: list = []
+    one_by_one.feed(data, expected, 1)  # a limit parses a command at a time, never a run
+    while one_by_one.resume(expected, 1):
+        pass
+    assert all(type(item) is list for item in expected)
+    out: list = []
+    RequestParser().feed(data, out)
+    assert [c for item in out for c in commands_of(item)] == expected
+    assert len(out) <= sum(1 for line, _, _ in runs if line.strip())  # a block per run at most
+
+
+def test_a_run_of_inline_pings_is_one_block():
+    out: list = []
+    RequestParser().feed(b"PING\r\n" * 5 + b"PING x\n", out)
+    assert out == [([b"PING"] * 5,), [b"PING", b"x"]]

@@ -302,10 +302,22 @@ class RequestParser:
                     if args is None:
                         self._fail(E.PROTO_UNBALANCED)
                         return count
+                    line = buf[pos:newline + 1]
                     pos = newline + 1
-                    if args:
+                    if not args:
+                        continue
+                    if limit or not buf.startswith(line, pos):
                         out.append(args)
                         count += 1
+                        continue
+                    # The same line again (a pipeline of PINGs, say): one block of them, as
+                    # the multibulk fast path gives a run of one command.
+                    runs = 1
+                    while buf.startswith(line, pos):
+                        pos += len(line)
+                        runs += 1
+                    out.append(tuple([arg] * runs for arg in args))
+                    count += runs
                     continue
                 cr = _find_line_end(buf, b"\r", pos)
                 if cr < 0:
