@@ -255,6 +255,18 @@ def test_watch_sees_another_clients_write(servers: Any, clients: Any) -> None:
     assert mine == theirs == [True, b"changed"]
 
 
+def raw_reply(port: int, payload: bytes) -> bytes:
+    """The bytes a server sends back for payload, sent raw on a new connection."""
+    with socket.create_connection((HOST, port), timeout=5) as sock:
+        sock.sendall(payload + encode_command("ECHO", "END-OF-TEST"))
+        data = b""
+        while not data.endswith(b"$11\r\nEND-OF-TEST\r\n"):
+            piece = sock.recv(65536)
+            assert piece, "closed early"
+            data += piece
+    return data
+
+
 def test_raw_pipeline_bytes_are_redis_bytes(servers: Any) -> None:
     """A pipeline of mixed commands, sent raw: the reply bytes are Redis' own, byte for byte."""
     pynq, behind, reference = servers
@@ -268,17 +280,7 @@ def test_raw_pipeline_bytes_are_redis_bytes(servers: Any) -> None:
                 ["DEL", "a", "b"], ["GET", "a"], ["TTL", "l"], ["TYPE", "h"], ["ECHO", "hi"],
                 ["PING"], ["NOSUCH", "x"], ["GET"]]
     payload = b"".join(encode_command(*c) for c in commands)
-    answers = []
-    for port in (pynq.port, reference.port):
-        with socket.create_connection((HOST, port), timeout=5) as sock:
-            sock.sendall(payload + encode_command("ECHO", "END-OF-TEST"))
-            data = b""
-            while not data.endswith(b"$11\r\nEND-OF-TEST\r\n"):
-                piece = sock.recv(65536)
-                assert piece, "closed early"
-                data += piece
-        answers.append(data)
-    assert answers[0] == answers[1]
+    assert raw_reply(pynq.port, payload) == raw_reply(reference.port, payload)
 
 
 @pytest.mark.parametrize("payload", [encode_command("PING") * 9, b"PING\r\n" * 9,
@@ -286,17 +288,7 @@ def test_raw_pipeline_bytes_are_redis_bytes(servers: Any) -> None:
 def test_pipelined_pings_are_redis_bytes(servers: Any, payload: bytes) -> None:
     """Runs of PING (multibulk and inline, one block or not) answer as Redis does."""
     pynq, _, reference = servers
-    answers = []
-    for port in (pynq.port, reference.port):
-        with socket.create_connection((HOST, port), timeout=5) as sock:
-            sock.sendall(payload + encode_command("ECHO", "END-OF-TEST"))
-            data = b""
-            while not data.endswith(b"$11\r\nEND-OF-TEST\r\n"):
-                piece = sock.recv(65536)
-                assert piece, "closed early"
-                data += piece
-        answers.append(data)
-    assert answers[0] == answers[1]
+    assert raw_reply(pynq.port, payload) == raw_reply(reference.port, payload)
 
 
 def test_write_behind_our_back_reaches_the_engine(servers: Any, clients: Any) -> None:

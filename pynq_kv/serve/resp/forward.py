@@ -480,16 +480,18 @@ class Forwarder:
                 j += count
                 continue
             mine = replies[j:j + n]
+            absent_here = 0  # misses of keys Redis does not have either
             if None in mine:
                 missed = [key for key, reply in zip(keys[j:j + n], mine) if reply is None]
                 if all(key in absent for key in missed):
-                    stats.absent_hits += len(missed)
+                    absent_here = len(missed)
+                    stats.absent_hits += absent_here
                     mine = [conn.nil if reply is None else reply for reply in mine]
             if None not in mine:
                 if kind == BATCH_MGET:
                     conn.out.append(b"*%d\r\n" % n + b"".join(mine))  # type: ignore[arg-type]
                 else:
-                    conn.out.append(b":%d\r\n" % sum(1 for reply in replies[j:j + n] if reply is not None))
+                    conn.out.append(b":%d\r\n" % (n - absent_here))
             else:  # MGET or EXISTS: Redis answers the whole command
                 self.forward(conn, [b"MGET" if kind == BATCH_MGET else b"EXISTS", *keys[j:j + n]])
             j += n
