@@ -63,7 +63,9 @@ setup(
                   **{pkg: files for pkg, (_, files) in DATA_PACKAGES.items()}},
     include_package_data=False,
     cmdclass={"build_py": BuildPy},
-    # RESP reply framing in C for the host tier (pynq_kv.redislink): optional, so a machine
-    # without a C compiler still installs pynq-kv, with the same framing in Python.
-    ext_modules=[Extension("pynq_kv._respframe", ["pynq_kv/_respframe.c"], optional=True)],
+    # RESP reply framing in C for the host tier (pynq_kv.redislink) and the request parser's
+    # fast path (pynq_kv.serve.resp.protocol): optional, so a machine without a C compiler
+    # still installs pynq-kv, with the same code in Python.
+    ext_modules=[Extension("pynq_kv._respframe", ["pynq_kv/_respframe.c"], optional=True),
+                 Extension("pynq_kv._respfast", ["pynq_kv/_respfast.c"], optional=True)],
 )

@@ -1,8 +1,14 @@
 """RESP framing in isolation: the request parser (partial frames, inline commands, pipelines,
 malformed input, limits) and the reply encoders. Redis' own answers to the same bytes are
-checked in test_resp_compat.py (test_raw_bytes_identical)."""
+checked in test_resp_compat.py (test_raw_bytes_identical).
+
+Every test runs twice: with the parser's fast path in C (pynq_kv/_respfast.c) and with the
+Python one (RequestParser._fast_py) that replaces it where the C was not built."""
 
 from __future__ import annotations
+
+import itertools
+import os
 
 import hiredis
 import pytest
@@ -10,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pynq_kv.serve.resp import errors as E
+from pynq_kv.serve.resp import protocol
 from pynq_kv.serve.resp.protocol import (
     ErrorReply,
     Raw,
@@ -24,6 +31,23 @@ from pynq_kv.serve.resp.protocol import (
     string2ll,
 )
 from resp_helpers import encode_command
+
+BUILT_FAST_C = protocol.fast_c
+
+
+@pytest.fixture(scope="module", autouse=True, params=["c", "python"])
+def fast_path(request: pytest.FixtureRequest):
+    """Which fast path the parser takes: module-scoped, so hypothesis' tests can run on both."""
+    if request.param == "c" and BUILT_FAST_C is None:
+        pytest.skip("pynq_kv._respfast was not built")
+    protocol.fast_c = BUILT_FAST_C if request.param == "c" else None
+    yield request.param
+    protocol.fast_c = BUILT_FAST_C
+
+
+def test_the_parser_uses_the_c_fast_path_when_it_was_built() -> None:
+    if os.environ.get("CI"):  # make test installs a compiler and Python's headers: it is built
+        assert BUILT_FAST_C is not None
 
 
 def parse(data: bytes, chunk: int = 0, **kwargs) -> tuple[list[list[bytes]], bytes | None]:
@@ -294,6 +318,86 @@ def test_take_parses_as_feed_does_and_says_when_nothing_is_left(commands, cuts, 
         assert got == want and took.error == fed.error
         assert idle == (not fed.pending() and fed.error is None)
         assert took.buffered() == fed.buffered()
+
+
+_odd_count = st.sampled_from([b"0", b"00", b"01", b"+1", b"-1", b" 1", b"1 ", b"", b"x", b"1024",
+                               b"1025", b"4096", b"4097", b"99999999999999999999"])
+_payload = st.one_of(st.binary(max_size=6), st.sampled_from([b"\r\n", b"a\r\n*1\r\n$1\r\nb",
+                                                           b"x" * 4096, b"y" * 4097]))
+
+
+@st.composite
+def _request_piece(draw) -> bytes:
+    """A command as clients send it, or one with a header, a CRLF or its framing changed."""
+    argc = draw(st.sampled_from([1, 2, 2, 3, 3, 4, 33]))
+    name = draw(st.sampled_from([b"GET", b"SET", b"get", b"X"]))
+    args = [name] + [draw(_payload) for _ in range(argc - 1)]
+    kind = draw(st.sampled_from(["plain"] * 6 + ["count", "length", "crlf", "inline"]))
+    if kind == "inline":
+        return b" ".join(a for a in args if b"\r" not in a and b"\n" not in a and b" " not in a)[:40] + b"\r\n"
+    data = encode_command(*args)
+    if kind == "count":
+        return b"*" + draw(_odd_count) + data[data.index(b"\r\n"):]
+    if kind == "length":
+        at = data.index(b"$")
+        return data[:at + 1] + draw(_odd_count) + data[data.index(b"\r\n", at):]
+    if kind == "crlf":
+        at = draw(st.integers(0, len(data) - 1))
+        return data[:at] + draw(st.sampled_from([b"\n", b"\r", b"\r\r", b"", b"\0"])) + data[at + 1:]
+    return data
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(st.tuples(_request_piece(), st.integers(1, 6)), min_size=1, max_size=8),
+       cuts=st.lists(st.integers(0, 60_000), max_size=6),
+       max_bulk_len=st.sampled_from([512 * 1024 * 1024, 4, 4096]))
+def test_the_fast_path_takes_what_the_exact_path_reads_as_it_reads_it(pieces, cuts, max_bulk_len):
+    """Runs of well-formed commands around ones with a non-canonical count or length, a
+    length over the limit, a payload holding CRLF, a broken CRLF or an inline line, read in any
+    pieces: the same commands, protocol error and leftover state as the exact path alone (a
+    parse one command at a time)."""
+    data = b"".join(piece * times for piece, times in pieces)
+    exact = RequestParser(max_bulk_len)
+    want: list = []
+    exact.feed(data, want, 1)  # a limit parses a command at a time, never a fast path
+    while exact.resume(want, 1):
+        pass
+    cuts = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    parser = RequestParser(max_bulk_len)
+    got: list = []
+    for a, b in zip(cuts, cuts[1:]):
+        parser.take(data[a:b], got)
+    assert [c for item in got for c in commands_of(item)] == want
+    assert parser.error == exact.error
+    if exact.error is None:
+        assert parser.pending() == exact.pending() and parser.buffered() == exact.buffered()
+    for item in got:  # a block holds commands of one argument count, within the limit
+        if type(item) is tuple:
+            assert len(item) <= protocol.BLOCK_MAX_ARGS and len({len(c) for c in item}) == 1
+
+
+@pytest.mark.parametrize("argc", [1, 2, 32, 33])
+def test_runs_of_one_argument_count_come_out_as_blocks(fast_path, argc):
+    """The C fast path makes a block of every run of at least 4 commands with one argument
+    count, up to BLOCK_MAX_ARGS arguments (the Python one of a leading uniform run only)."""
+    command = [b"X"] + [b"a%d" % i for i in range(argc - 1)]
+    commands = [command] * 5 + [[b"GET", b"k"]] + [command] * 3 + [[b"GET", b"k"]] * 4
+    parser = RequestParser()
+    out: list = []
+    assert parser.feed(b"".join(encode_command(*c) for c in commands), out) == len(commands)
+    assert [c for item in out for c in commands_of(item)] == commands
+    if fast_path == "c":
+        expected = []
+        for argc_of_run, run in itertools.groupby(commands, len):
+            run = list(run)
+            blocked = len(run) >= 4 and argc_of_run <= protocol.BLOCK_MAX_ARGS
+            expected += [tuple] if blocked else [list] * len(run)
+        assert [type(item) for item in out] == expected
+        # a name equal to the one before it is the same bytes object
+        names: list[bytes] = []
+        for item in out:
+            names += item[0] if type(item) is tuple else [item[0]]
+        assert all(a is b for a, b in zip(names, names[1:]) if a == b)
 
 
 # -- encoders -----------------------------------------------------------------------------------

@@ -9,14 +9,16 @@ processMultibulkBuffer, processInlineBuffer and sdssplitargs step by step, inclu
 after a bulk payload are skipped unchecked, C string functions stop at a NUL byte), so the
 same bytes give the same commands and the same errors as Redis.
 
-Speed comes from two fast paths. A run of commands with one name and fixed argument lengths
-(a pipeline of GETs or SETs with fixed-size keys, as benchmarks and bulk loads send) is cut at
-its fixed offsets, in C, and comes out as argument columns. Otherwise,
+Speed comes from a fast path for plain multibulk commands, in C (pynq_kv/_respfast.c: one
+pass over the bytes, runs of one argument count out as argument columns). Where that module
+was not built, the same job is done by two Python paths: a run of commands with one name and
+fixed argument lengths (a pipeline of GETs or SETs with fixed-size keys, as benchmarks and
+bulk loads send) is cut at its fixed offsets by C-level bytes operations; otherwise,
 while a buffer holds ordinary multibulk commands, one C-level bytes.split(b"\\r\\n") yields all
 their tokens and each command is checked token by token against precomputed header tables.
 The fast paths only ever accept commands the exact path would accept identically; at the first
-thing they cannot vouch for (inline command, bulk payload containing CRLF, odd header, partial
-command) they hand over to the exact path.
+thing they cannot vouch for (inline command, odd header, partial command; for the Python
+paths also a bulk payload containing CRLF) they hand over to the exact path.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ import struct
 from typing import Any, Optional
 
 from . import errors as E
+
+try:  # the fast path in C (pynq_kv/_respfast.c); _fast_py below where it was not built
+    from ..._respfast import fast as fast_c
+except ImportError:  # pragma: no cover - a machine without a C compiler
+    fast_c = None
 
 INLINE_MAX = 64 * 1024  # Redis' PROTO_INLINE_MAX_SIZE
 INT_MAX = (1 << 31) - 1
@@ -161,7 +168,7 @@ class RequestParser:
 
     __slots__ = ("buf", "max_bulk_len", "unauth", "error", "_argc_left", "_args", "_args_bytes",
                  "_bulklen", "_chunks", "_chunks_len", "_need", "_fast_mbulk", "_fast_bulk",
-                 "_last_shape")
+                 "_fast_bulk_max", "_last_shape")
 
     def __init__(self, max_bulk_len: int = 512 * 1024 * 1024,
                  tables: Optional[tuple[dict[bytes, int], dict[bytes, int]]] = None) -> None:
@@ -177,6 +184,7 @@ class RequestParser:
         self._chunks_len = 0
         self._need = 0  # bytes buf must hold before parsing can progress (long bulks)
         self._fast_mbulk, self._fast_bulk = tables or fast_tables(max_bulk_len)
+        self._fast_bulk_max = min(FAST_MAX_BULK, max_bulk_len)  # the largest $L _fast takes
         self._last_shape: Optional[tuple[Any, int, bytes, int, bytes]] = None
 
     def buffered(self) -> int:
@@ -443,10 +451,20 @@ class RequestParser:
         return pos
 
     def _fast(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
-        """(bytes consumed, commands added) for the leading run of plain multibulk commands.
+        """(bytes consumed, commands added) for the leading run of plain multibulk commands:
+        whole commands whose headers are all in the fast tables, each header and payload
+        followed by CRLF. Runs of commands with one argument count come out as blocks (tuples
+        of argument columns, at most BLOCK_MAX_ARGS of them), other commands as lists.
 
-        First the *shape* path: when the buffer starts with a run of commands that have one
-        name and the same argument lengths (a pipeline of GETs or SETs with fixed-size keys and
+        In C when pynq_kv._respfast was built (a block for every run of at least 4), else
+        _fast_py; where the two stop and how they group may differ, the commands never do."""
+        if fast_c is not None:
+            return fast_c(buf, 0, out, self._fast_bulk_max, BLOCK_MAX_ARGS)
+        return self._fast_py(buf, out)
+
+    def _fast_py(self, buf: bytes, out: list[Any]) -> tuple[int, int]:
+        """_fast in Python. First the *shape* path: when the buffer starts with a run of
+        commands that have one name and the same argument lengths (a pipeline of GETs or SETs with fixed-size keys and
         values, as benchmarks and bulk loads send), a struct format cuts all their arguments
         out at once, in C, and one comparison checks the rest (see _shape, _cut). Anything else
         goes token by token (_fast_tokens).
