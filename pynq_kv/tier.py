@@ -8,7 +8,9 @@ serves a value Redis would not.**
   takes its keys out of the engine when it is sent, and — unless it went on the shared
   connection, where fills and writes are in Redis' own order — again when Redis' reply comes,
   before the client sees that reply: a client never reads its own write's old value from the
-  engine.
+  engine. A RESP client's plain SET on the shared connection instead keeps its key's entry and
+  updates it once Redis acknowledged it, before the reply (begin_writes); meanwhile the key is
+  in `writing` and reads of it go to Redis.
 - Every change Redis makes that pynq-kv did not send — another client's write, an expiry, an
   eviction, FLUSHALL — reaches the engine through Redis' client-side caching: the shared
   connection tracks every key in broadcast mode (`CLIENT TRACKING on BCAST NOLOOP`, the
@@ -18,7 +20,8 @@ serves a value Redis would not.**
   a barrier, a PING on the invalidation connection sent after Redis answered the request: any
   change Redis made before answering it reached us before that PING's reply, so a fill whose key
   no invalidation touched in between is what Redis holds at that moment. Invalidations that come
-  later remove it again, in order.
+  later remove it again, in order. (An acknowledged SET's value needs no barrier: it is what
+  Redis held when it ran the SET, and a later change comes as an invalidation.)
 - Keys with a TTL are kept out of the engine (a fill asks PTTL too; only -1 is filled), so the
   engine never needs to know about expiry; their changes still invalidate, so a key that gains
   a TTL leaves the engine.
@@ -108,6 +111,7 @@ class TierStats:
         self.fills_discarded = 0
         self.fills_refused = 0  # the table had no room
         self.invalidated_keys = 0
+        self.written_in_place = 0  # RESP SETs whose keys kept their entries (Tier.begin_writes)
         self.invalidation_messages = 0
         self.flushes = 0
         self.barriers = 0
@@ -159,6 +163,11 @@ class Tier:
         self._barrier_sent = 0.0
         self._limits: Optional[Limits] = None
         self._doomed: list[bytes] = []  # invalidated keys not deleted from the engine yet
+        # pynq-kv's own plain SETs (begin_writes): sent and not applied yet, by key (how many),
+        # and those Redis answered, waiting for the loop turn's update of the engine.
+        self.writing: dict[bytes, int] = {}
+        self._answered_writes: list[tuple[int, bytes, Any]] = []
+        self._apply_soon = False  # apply_invalidations is scheduled for this loop turn
         self.drain: Any = None  # the change log's drain (writeback.ChangeDrain), with a data plane
 
     # -- life cycle ---------------------------------------------------------------------------
@@ -310,10 +319,55 @@ class Tier:
                 self.dirty[key] = epoch
         if self.absent:
             self.absent.difference_update(keys)
-        if not self._doomed:
-            asyncio.get_event_loop().call_soon(self.apply_invalidations)
         self._doomed.extend(keys)
+        self._schedule_apply()
         self.stats.invalidated_keys += len(keys)
+
+    def begin_writes(self, keys: Sequence[bytes]) -> None:
+        """A run of plain SETs (keys and values the engine can hold) is about to go to Redis.
+        Unlike invalidate, their keys keep their engine entries: each is updated in place once
+        Redis acknowledged it (write_answered), before the client sees the reply, which saves a
+        delete and an insert per SET. Until then the keys are in `writing`: a RESP client's read
+        of one goes to Redis (after the SET, in that client's order) and KV.MATCH waits for it
+        (hide_writes). Fills asked for before now will not bring an older value back."""
+        self.epoch += 1
+        if self.tickets:
+            epoch = self.epoch
+            for key in keys:
+                self.dirty[key] = epoch
+        if self.absent:
+            self.absent.difference_update(keys)
+        writing = self.writing
+        for key in keys:
+            writing[key] = writing.get(key, 0) + 1
+        self.stats.written_in_place += len(keys)
+
+    def write_answered(self, ticket: int, key: bytes, value: Any) -> None:
+        """Redis answered one of begin_writes' SETs (value: what it stored; None if it refused
+        it or never answered): the engine takes the value at the end of this loop turn, or
+        before it is next read, in one batch with the turn's other answered SETs."""
+        self._answered_writes.append((ticket, key, value))
+        self._schedule_apply()
+
+    def end_write(self, key: bytes) -> None:
+        """One of begin_writes' SETs was not sent after all (Redis is down)."""
+        left = self.writing.get(key, 0) - 1
+        if left > 0:
+            self.writing[key] = left
+        else:
+            self.writing.pop(key, None)
+
+    def hide_writes(self) -> None:
+        """Take the keys of SETs still in flight out of the engine now (their answers insert
+        them again): for a reader that cannot treat them as misses (KV.MATCH)."""
+        if self.writing:
+            self._doomed.extend(self.writing)
+            self.apply_invalidations()
+
+    def _schedule_apply(self) -> None:
+        if not self._apply_soon:
+            self._apply_soon = True
+            asyncio.get_event_loop().call_soon(self.apply_invalidations)
 
     def shield(self, keys: Sequence[bytes]) -> None:
         """These keys' values in the engine are being written to Redis by pynq-kv itself (the
@@ -329,11 +383,18 @@ class Tier:
             self.not_held.difference_update(keys)
 
     def apply_invalidations(self) -> None:
-        """Delete from the engine the keys invalidated since the last call (readers of the
-        engine call this first; it also runs at the end of the loop turn that invalidated)."""
+        """Delete from the engine the keys invalidated since the last call, then store the
+        values of answered SETs (readers of the engine call this first, and so does the RESP
+        server before it writes replies; it also runs at the end of the loop turn that
+        invalidated or was answered)."""
+        self._apply_soon = False
+        if self._doomed:
+            self._delete_doomed()
+        if self._answered_writes:
+            self._apply_writes()
+
+    def _delete_doomed(self) -> None:
         doomed = self._doomed
-        if not doomed:
-            return
         limits = self.limits()
         not_held = self.not_held
         if not_held and not self._data_plane_seen(limits.engine):
@@ -346,6 +407,39 @@ class Tier:
             if len(not_held) + len(fit) > NOT_HELD_MAX:
                 not_held.clear()
             not_held.update(fit)
+
+    def _apply_writes(self) -> None:
+        """write_answered's values into the engine: as a fill would be, except that no barrier
+        is awaited (the value is what Redis held when it ran the SET; a later change by another
+        client reaches the engine as an invalidation, like any entry's: before now, it made the
+        key dirty and the value is not stored; after, it deletes it)."""
+        answered, self._answered_writes = self._answered_writes, []
+        writing, dirty, flushed = self.writing, self.dirty, self.flushed_at
+        limits = self.limits()
+        keys: list[bytes] = []
+        values: list[Any] = []
+        for ticket, key, value in answered:
+            left = writing.get(key, 0) - 1
+            if left > 0:
+                writing[key] = left
+            else:
+                writing.pop(key, None)
+            if value is None or not self.up:  # refused: the engine still holds what Redis does
+                continue
+            if ticket < flushed or dirty.get(key, -1) > ticket:
+                self.stats.fills_discarded += 1
+                continue
+            number = limits.value(value)
+            if number is None or len(key) > limits.max_key:  # (an engine reloaded meanwhile)
+                self._doomed.append(key)
+                continue
+            keys.append(key)
+            values.append(number)
+        if keys:
+            self._fill(limits, keys, values)
+        if self._doomed:
+            self._delete_doomed()
+        self._untick(len(answered))
 
     def _data_plane_seen(self, engine: Any) -> bool:
         """Whether not_held can still be trusted: the engine's data plane has logged nothing
@@ -489,6 +583,8 @@ class Tier:
             "hosttier_fills_discarded": s.fills_discarded,
             "hosttier_fills_refused": s.fills_refused,
             "hosttier_invalidated_keys": s.invalidated_keys,
+            "hosttier_written_in_place": s.written_in_place,
+            "hosttier_writes_in_flight": len(self.writing),
             "hosttier_invalidation_messages": s.invalidation_messages,
             "hosttier_engine_flushes": s.flushes,
             "hosttier_barriers": s.barriers,

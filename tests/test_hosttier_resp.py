@@ -369,6 +369,62 @@ def test_hits_come_from_the_engine(servers: Any, clients: Any) -> None:
     assert after == before
 
 
+def _engine_value(pynq: Any, key: bytes) -> Any:
+    return pynq.on_loop(lambda: pynq.engine.get(key))
+
+
+def test_a_set_updates_the_entry_in_place_and_its_client_never_reads_the_old_value(
+        servers: Any, clients: Any) -> None:
+    """A plain SET leaves the key's engine entry until Redis acknowledges it and then updates
+    it in place: no engine delete. Meanwhile the key reads as a miss: the same client's GET
+    pipelined right behind the SET gets the new value (from Redis), never the entry's old one,
+    and so does a KV.MATCH behind it."""
+    pynq, _, _ = servers
+    r = clients(pynq.port)
+    r.set("inplace", "val-000")
+    deadline = time.monotonic() + 2
+    while _engine_value(pynq, b"inplace") != b"val-000":
+        assert time.monotonic() < deadline
+    deletes = pynq.on_loop(lambda: pynq.engine.stats()["deletes"])
+    for i in range(1, 40):
+        new = b"val-%03d" % i
+        got = raw_reply(pynq.port, encode_command("SET", "inplace", new)
+                        + encode_command("GET", "inplace"))
+        assert got == b"+OK\r\n$7\r\n" + new + b"\r\n$11\r\nEND-OF-TEST\r\n"
+        assert _engine_value(pynq, b"inplace") in (new, None)  # (None: the GET's fill not in)
+    assert pynq.on_loop(lambda: pynq.engine.stats()["deletes"]) == deletes
+    written = pynq.on_loop(lambda: pynq.tier.info()["hosttier_written_in_place"])
+    assert written >= 39
+    for i in range(40, 60):
+        old, new = b"val-%03d" % (i - 1), b"val-%03d" % i
+        r.set("inplace", old)
+        got = raw_reply(pynq.port, encode_command("SET", "inplace", new)
+                        + encode_command("KV.MATCH", "inplace"))
+        assert got.startswith(b"+OK\r\n*3\r\n") and old not in got
+    assert pynq.on_loop(lambda: len(pynq.tier.writing)) == 0
+
+
+def test_a_set_redis_refuses_leaves_the_entry_as_redis_left_the_key(servers: Any,
+                                                                  clients: Any) -> None:
+    """A SET refused by Redis (OOM under maxmemory) changes nothing: the engine still answers
+    the value Redis kept."""
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    direct = clients(behind.port)
+    r.set("refused", "kept")
+    deadline = time.monotonic() + 2
+    while _engine_value(pynq, b"refused") != b"kept":
+        assert time.monotonic() < deadline
+    direct.config_set("maxmemory", "1")
+    try:
+        with pytest.raises(redis.exceptions.ResponseError, match="maxmemory"):
+            r.set("refused", "lost")
+        assert r.get("refused") == b"kept" == direct.get("refused")
+        assert _engine_value(pynq, b"refused") == b"kept"
+    finally:
+        direct.config_set("maxmemory", "0")
+
+
 def test_a_key_redis_lacks_needs_no_round_trip(servers: Any, clients: Any) -> None:
     """A GET of a key Redis does not have teaches pynq-kv that it is absent: later GETs (and an
     MGET of it with a key the engine holds) are answered without Redis, and the key's creation

@@ -159,6 +159,8 @@ class Forwarder:
         if (name in _LOCAL or name in _LOCAL_SHARED and conn.link is None
                 or name == b"client" and sub in _CLIENT_LOCAL):
             self.tier.apply_invalidations()  # KV.MATCH reads the engine
+            if name == b"kv.match" and conn.inflight:  # not what a SET of its own in flight
+                self.tier.hide_writes()                 # replaces
             self.srv.call_local(conn, args)
             if name == b"hello" and conn.link is not None and conn.authenticated:
                 # its own connection speaks the protocol it now speaks
@@ -391,11 +393,12 @@ class Forwarder:
 
     # -- the end of a batched run ---------------------------------------------------------------
     def run_writes(self, keys: list[bytes]) -> None:
-        """A run of plain SETs is about to go to Redis: their keys leave the engine now."""
-        self.tier.invalidate(keys)
+        """A run of plain SETs is about to go to Redis: their keys are being written
+        (Tier.begin_writes: updated in place once Redis answers, misses for readers until)."""
+        self.tier.begin_writes(keys)
 
     def render_writes(self, items: list, keys: list[bytes], values: list[Any]) -> None:
-        """Each SET of the run to Redis; the engine is filled once Redis acknowledged it."""
+        """Each SET of the run to Redis; the engine takes the value once Redis acknowledged it."""
         j = 0
         for conn, kind, n in items:
             if kind == 0:
@@ -426,10 +429,10 @@ class Forwarder:
         def done(replies: bytes, errors: int) -> None:
             if replies == b"+OK\r\n" * count:
                 for key, text in zip(keys, texts):
-                    tier.settle(ticket, key, text)
-            else:  # some SET failed: only those acknowledged fill the engine
+                    tier.write_answered(ticket, key, text)
+            else:  # some SET failed: only those acknowledged change the engine
                 for key, text, got in zip(keys, texts, _split(replies, count)):
-                    tier.settle(ticket, key, text if got == b"+OK\r\n" else None)
+                    tier.write_answered(ticket, key, text if got == b"+OK\r\n" else None)
             self.answer(conn, slot, replies, errors)
 
         conn.inflight += count
@@ -442,6 +445,7 @@ class Forwarder:
         text = value if isinstance(value, bytes) else str(value).encode()
         link = self._link(conn, fast=True)
         if link is None:
+            tier.end_write(key)
             conn.out.append(_TIER_DOWN)
             self.srv.error_replies += 1
             return
@@ -450,7 +454,7 @@ class Forwarder:
         ticket = tier.ticket()
 
         def done(reply: bytes) -> None:
-            tier.settle(ticket, key, text if reply == b"+OK\r\n" else None)
+            tier.write_answered(ticket, key, text if reply == b"+OK\r\n" else None)
             self.answer(conn, slot, reply)
 
         self._send(conn, link, encode_command([b"SET", key, text]), done)

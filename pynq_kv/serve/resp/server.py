@@ -990,11 +990,26 @@ class RespServer:
         if kind != _READ:
             self.forwarder.render_writes(items, pipe.keys, pipe.values)
             return
+        keys = pipe.keys
+        writing = self.tier.writing
+        if writing and not writing.keys().isdisjoint(keys):
+            # A key with a pynq-kv SET in flight reads as a miss: Redis answers it, after that
+            # SET for the client that sent it (Tier.begin_writes).
+            hits, _, _, replies = self._read_replies(answer, whole=False)
+            hidden = 0
+            for i, key in enumerate(keys):
+                if key in writing and replies[i] is not None:
+                    replies[i] = None
+                    hidden += 1
+            self.keyspace_hits -= hidden
+            self.keyspace_misses += hidden
+            self.forwarder.render_reads(items, keys, replies)
+            return
         hits, record, blob, replies = self._read_replies(answer, whole=True)
         if record:  # every key hit: the engine answers the whole run, as without a host tier
             self._render_read_replies(items, hits, record, blob, replies)
         else:
-            self.forwarder.render_reads(items, pipe.keys, replies)
+            self.forwarder.render_reads(items, keys, replies)
 
     def _read_replies(self, answer: Any, whole: bool) -> tuple[list[bool], int, bytes, list]:
         """A get_batch answer (None if every command of the run was an error) counted as
