@@ -33,9 +33,26 @@ class ProtocolError(ValueError):
     """Redis sent bytes that are not RESP: the link is closed."""
 
 
-def encode_command(args: Sequence[bytes]) -> bytes:
+def encode_command_py(args: Sequence[bytes]) -> bytes:
     """A command as a RESP array of bulk strings (what every client library sends)."""
     return b"*%d\r\n" % len(args) + b"".join([b"$%d\r\n%s\r\n" % (len(a), a) for a in args])
+
+
+try:
+    from ._respframe import encode as _encode_c
+except ImportError:  # installed without a C compiler: the Python encoder alone
+    _encode_c = None
+
+
+def encode_command(args: Sequence[bytes]) -> bytes:
+    """encode_command_py, in C where pynq_kv._respframe was built (for bytes arguments; any
+    other bytes-like argument takes the Python encoder)."""
+    if _encode_c is not None:
+        try:
+            return _encode_c(args)
+        except TypeError:
+            pass
+    return encode_command_py(args)
 
 
 _HEADS = [b"$%d\r\n" % n for n in range(4096)]  # bulk headers of the common lengths

@@ -399,11 +399,15 @@ class Tier:
         not_held = self.not_held
         if not_held and not self._data_plane_seen(limits.engine):
             not_held.clear()
-        max_key = limits.max_key
-        fit = [k for k in set(doomed) if len(k) <= max_key and k not in not_held]
+        # (set operations and one max() in C: an MSET of 10 keys from 50 clients a loop turn
+        # is 500 keys here, whose filtering a Python step each cost a tenth of MSET's time)
+        fit = set(doomed).difference(not_held) if not_held else set(doomed)
         doomed.clear()
+        max_key = limits.max_key
+        if fit and max(map(len, fit)) > max_key:
+            fit = {k for k in fit if len(k) <= max_key}
         if fit:
-            limits.engine.delete_batch(limits.key_rows(fit))
+            limits.engine.delete_batch(limits.key_rows(list(fit)))
             if len(not_held) + len(fit) > NOT_HELD_MAX:
                 not_held.clear()
             not_held.update(fit)

@@ -1,6 +1,7 @@
 """Reply framing of the host tier's Redis links (pynq_kv.redislink): the C framer
 (pynq_kv/_respframe.c) and the Python one agree on every reply, every cut of it and every
-malformed byte string, and both agree with the replies as they were built."""
+malformed byte string, and both agree with the replies as they were built; the C request
+encoder encodes as the Python one."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from pynq_kv import redislink
 from pynq_kv.redislink import ProtocolError, frame_replies_py, reply_end
 
 try:
+    from pynq_kv._respframe import encode as encode_c
     from pynq_kv._respframe import frame as frame_c
 except ImportError:  # pragma: no cover - the install built no C extension
-    frame_c = None
+    encode_c = frame_c = None
 
 needs_c = pytest.mark.skipif(frame_c is None, reason="pynq_kv._respframe was not built")
 
@@ -113,7 +115,24 @@ def test_bytes_that_are_not_resp_are_refused(framer, bad: bytes) -> None:
 def test_the_link_uses_the_c_framer_when_it_was_built() -> None:
     assert redislink.frame_replies is (frame_c or frame_replies_py)
     if os.environ.get("CI"):  # make test installs a compiler and Python's headers: it is built
-        assert frame_c is not None
+        assert frame_c is not None and redislink._encode_c is encode_c is not None
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=12), st.binary(min_size=9990, max_size=10010)),
+                max_size=40))
+def test_the_c_encoder_encodes_as_the_python_one(args: list[bytes]) -> None:
+    assert encode_c(args) == redislink.encode_command_py(args)
+    assert encode_c(tuple(args)) == redislink.encode_command(args)
+
+
+def test_arguments_other_than_bytes_take_the_python_encoder() -> None:
+    mixed = [b"SET", bytearray(b"k"), memoryview(b"v")]
+    assert redislink.encode_command(mixed) == b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
+    if encode_c is not None:
+        with pytest.raises(TypeError):
+            encode_c(mixed)
 
 
 _arg = st.one_of(st.binary(max_size=8), st.binary(min_size=4090, max_size=4100))
