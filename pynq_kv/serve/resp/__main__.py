@@ -14,6 +14,7 @@ import sys
 from ...engine import KVEngine
 from ...geometry import Geometry
 from ...appliance import Appliance
+from ..loop import run as run_loop
 from .server import RespConfig, start_resp_server
 
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         await stop.wait()
         await server.close()
 
-    asyncio.run(serve())
+    run_loop(serve())
     appliance.close()
     return 0
 
