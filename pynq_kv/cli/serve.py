@@ -108,9 +108,9 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     file: then serve loads it at start and saves it periodically and at shutdown. Stop with
     Ctrl-C or SIGTERM (graceful: nothing is lost).
     """
+    import asyncio
     import logging
 
-    from ..serve.loop import run as run_loop
     from ..serve.runner import serve as run_appliance
     from ..serve.config import build_config, load_config_file
 
@@ -157,6 +157,6 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        run_loop(run_appliance(config))
+        asyncio.run(run_appliance(config))
     except OSError as exc:
         raise CLIError(f"cannot start: {describe(exc)}") from exc

@@ -14,7 +14,6 @@ import sys
 from ...engine import KVEngine
 from ...geometry import Geometry
 from ...appliance import Appliance
-from ..loop import run as run_loop
 from .server import RespConfig, start_resp_server
 
 
@@ -46,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         await stop.wait()
         await server.close()
 
-    run_loop(serve())
+    asyncio.run(serve())
     appliance.close()
     return 0
 

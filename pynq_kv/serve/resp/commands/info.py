@@ -16,7 +16,6 @@ import time
 from typing import Any, Callable, Optional
 
 from .... import __version__ as PYNQ_KV_VERSION
-from ...loop import loop_name
 from .base import Server
 
 
@@ -45,7 +44,7 @@ def _server(srv: Server) -> dict[str, Any]:
         "pynq_kv_version": PYNQ_KV_VERSION,
         "os": f"{platform.system()} {platform.release()} {platform.machine()}",
         "arch_bits": 64 if sys.maxsize > 2 ** 32 else 32,
-        "multiplexing_api": loop_name(),
+        "multiplexing_api": "asyncio",
         "python_version": platform.python_version(),
         "process_id": os.getpid(),
         "tcp_port": srv.port,
