@@ -312,13 +312,7 @@ class Tier:
         will not bring them back."""
         if not keys:
             return
-        self.epoch += 1
-        if self.tickets:
-            epoch = self.epoch
-            for key in keys:
-                self.dirty[key] = epoch
-        if self.absent:
-            self.absent.difference_update(keys)
+        self._outdate_fills(keys)
         self._doomed.extend(keys)
         self._schedule_apply()
         self.stats.invalidated_keys += len(keys)
@@ -330,13 +324,7 @@ class Tier:
         delete and an insert per SET. Until then the keys are in `writing`: a RESP client's read
         of one goes to Redis (after the SET, in that client's order) and KV.MATCH waits for it
         (hide_writes). Fills asked for before now will not bring an older value back."""
-        self.epoch += 1
-        if self.tickets:
-            epoch = self.epoch
-            for key in keys:
-                self.dirty[key] = epoch
-        if self.absent:
-            self.absent.difference_update(keys)
+        self._outdate_fills(keys)
         writing = self.writing
         for key in keys:
             writing[key] = writing.get(key, 0) + 1
@@ -350,7 +338,7 @@ class Tier:
         self._schedule_apply()
 
     def end_write(self, key: bytes) -> None:
-        """One of begin_writes' SETs was not sent after all (Redis is down)."""
+        """One of begin_writes' SETs is over: answered, or not sent after all (Redis down)."""
         left = self.writing.get(key, 0) - 1
         if left > 0:
             self.writing[key] = left
@@ -364,6 +352,17 @@ class Tier:
             self._doomed.extend(self.writing)
             self.apply_invalidations()
 
+    def _outdate_fills(self, keys: Sequence[bytes]) -> None:
+        """Fills (and absences) asked for before now will not be applied for these keys: they
+        may be older than what is being done to them now."""
+        self.epoch += 1
+        if self.tickets:
+            epoch = self.epoch
+            for key in keys:
+                self.dirty[key] = epoch
+        if self.absent:
+            self.absent.difference_update(keys)
+
     def _schedule_apply(self) -> None:
         if not self._apply_soon:
             self._apply_soon = True
@@ -372,13 +371,7 @@ class Tier:
     def shield(self, keys: Sequence[bytes]) -> None:
         """These keys' values in the engine are being written to Redis by pynq-kv itself (the
         change log's drain): fills asked for before now are discarded, the engine keeps them."""
-        self.epoch += 1
-        if self.tickets:
-            epoch = self.epoch
-            for key in keys:
-                self.dirty[key] = epoch
-        if self.absent:
-            self.absent.difference_update(keys)
+        self._outdate_fills(keys)
         if self.not_held:
             self.not_held.difference_update(keys)
 
@@ -418,16 +411,12 @@ class Tier:
         client reaches the engine as an invalidation, like any entry's: before now, it made the
         key dirty and the value is not stored; after, it deletes it)."""
         answered, self._answered_writes = self._answered_writes, []
-        writing, dirty, flushed = self.writing, self.dirty, self.flushed_at
+        dirty, flushed = self.dirty, self.flushed_at
         limits = self.limits()
         keys: list[bytes] = []
         values: list[Any] = []
         for ticket, key, value in answered:
-            left = writing.get(key, 0) - 1
-            if left > 0:
-                writing[key] = left
-            else:
-                writing.pop(key, None)
+            self.end_write(key)
             if value is None or not self.up:  # refused: the engine still holds what Redis does
                 continue
             if ticket < flushed or dirty.get(key, -1) > ticket:
