@@ -755,9 +755,17 @@ reg [WAYS*ENT_W-1:0] fwd;
 
 // decisions
 reg [WAYS-1:0]          wr_we;          // way writes (at the way's address e_addr)
+reg [WAYS-1:0]          wr_valid;       // the valid bit each way write stores
 reg [WAYS*ENT_W-1:0]    wr_data;
 reg [STASH_N-1:0]       st_we;
-reg [STASH_N*ENT_W-1:0] st_wdata;
+reg [STASH_N-1:0]       st_wvalid;      // the valid bit each stash write stores
+// Every write of one request stores the same key and (but for DEL, which keeps each
+// slot's value) the same value: e_key and e_value, or for MOVE the source slot's. A slot
+// that keeps its key holds that key already (a hit, or MOVE's source), so one key and one
+// value word serve every way and stash entry, and a stash entry's registers only need
+// their write enables (no per-entry data multiplexer).
+reg [KEY_W-1:0]         new_key;
+reg [VALUE_W-1:0]       new_value;
 reg [NCNT-1:0]          cnt_inc;        // counters to increment by one
 reg                     occ_set;        // occupancy <= occ_next
 reg [63:0]              occ_next;
@@ -881,11 +889,11 @@ always @* begin
 
     // defaults: nothing happens
     wr_we = {WAYS{1'b0}};
-    wr_data = fwd;
+    wr_valid = {WAYS{1'b0}};
     st_we = {STASH_N{1'b0}};
-    for (i = 0; i < STASH_N; i = i + 1) begin
-        st_wdata[i*ENT_W +: ENT_W] = {st_valid[i], st_key[i*KEY_W +: KEY_W], st_value[i*VALUE_W +: VALUE_W]};
-    end
+    st_wvalid = {STASH_N{1'b0}};
+    new_key = (e_op == OP_MOVE) ? slot1[VALUE_W +: KEY_W] : e_key;
+    new_value = (e_op == OP_MOVE) ? slot1[0 +: VALUE_W] : e_value;
     cnt_inc = {NCNT{1'b0}};
     occ = counters[C_OCCUPANCY*64 +: 64];
     occ_set = 1'b0;
@@ -940,13 +948,13 @@ always @* begin
                 for (w = 0; w < WAYS; w = w + 1) begin
                     if (way_hit[w]) begin
                         wr_we[w] = 1'b1;
-                        wr_data[w*ENT_W +: VALUE_W] = e_value;
+                        wr_valid[w] = 1'b1;
                     end
                 end
                 for (i = 0; i < STASH_N; i = i + 1) begin
                     if (st_hit[i]) begin
                         st_we[i] = 1'b1;
-                        st_wdata[i*ENT_W +: VALUE_W] = e_value;
+                        st_wvalid[i] = 1'b1;
                     end
                 end
                 r_status = ST_UPDATED;
@@ -955,7 +963,7 @@ always @* begin
                 for (w = 0; w < WAYS; w = w + 1) begin
                     if (free_way == w[3:0]) begin
                         wr_we[w] = 1'b1;
-                        wr_data[w*ENT_W +: ENT_W] = {1'b1, e_key, e_value};
+                        wr_valid[w] = 1'b1;
                     end
                 end
                 r_status = ST_INSERTED;
@@ -966,7 +974,7 @@ always @* begin
                 for (i = 0; i < STASH_N; i = i + 1) begin
                     if (free_st == i[6:0]) begin
                         st_we[i] = 1'b1;
-                        st_wdata[i*ENT_W +: ENT_W] = {1'b1, e_key, e_value};
+                        st_wvalid[i] = 1'b1;
                     end
                 end
                 r_status = ST_INSERTED_STASH;
@@ -983,13 +991,11 @@ always @* begin
                 for (w = 0; w < WAYS; w = w + 1) begin
                     if (way_hit[w]) begin
                         wr_we[w] = 1'b1;
-                        wr_data[w*ENT_W + ENT_W - 1] = 1'b0;
                     end
                 end
                 for (i = 0; i < STASH_N; i = i + 1) begin
                     if (st_hit[i]) begin
                         st_we[i] = 1'b1;
-                        st_wdata[i*ENT_W + ENT_W - 1] = 1'b0;
                     end
                 end
                 r_status = ST_DELETED;
@@ -1015,13 +1021,13 @@ always @* begin
                 for (w = 0; w < WAYS; w = w + 1) begin
                     if (e_bank == w[3:0]) begin
                         wr_we[w] = 1'b1;
-                        wr_data[w*ENT_W +: ENT_W] = {e_flag, e_key, e_value};
+                        wr_valid[w] = e_flag;
                     end
                 end
                 for (i = 0; i < STASH_N; i = i + 1) begin
                     if (e_bank == WAYS_C && e_index == i[23:0]) begin
                         st_we[i] = 1'b1;
-                        st_wdata[i*ENT_W +: ENT_W] = {e_flag, e_key, e_value};
+                        st_wvalid[i] = e_flag;
                     end
                 end
                 occ_set = 1'b1;
@@ -1035,21 +1041,19 @@ always @* begin
                 for (w = 0; w < WAYS; w = w + 1) begin
                     if (e_bank == w[3:0]) begin
                         wr_we[w] = 1'b1;
-                        wr_data[w*ENT_W + ENT_W - 1] = 1'b0;
                     end
                     if (e_bank2 == w[3:0]) begin
                         wr_we[w] = 1'b1;
-                        wr_data[w*ENT_W +: ENT_W] = slot1;
+                        wr_valid[w] = 1'b1;
                     end
                 end
                 for (i = 0; i < STASH_N; i = i + 1) begin
                     if (e_bank == WAYS_C && e_index == i[23:0]) begin
                         st_we[i] = 1'b1;
-                        st_wdata[i*ENT_W + ENT_W - 1] = 1'b0;
                     end
                     if (e_bank2 == WAYS_C && e_index2 == i[23:0]) begin
                         st_we[i] = 1'b1;
-                        st_wdata[i*ENT_W +: ENT_W] = slot1;
+                        st_wvalid[i] = 1'b1;
                     end
                 end
             end else begin
@@ -1070,6 +1074,12 @@ always @* begin
     if (r_status == ST_REFUSED && e_op != OP_SET && e_op != OP_DEL &&
             e_op != OP_GET && e_op != OP_LOOKUP) begin
         cnt_inc[C_CMD_ERRORS] = 1'b1;
+    end
+
+    // a DEL keeps each way's value, every other write stores new_value
+    for (w = 0; w < WAYS; w = w + 1) begin
+        wr_data[w*ENT_W +: ENT_W] = {wr_valid[w], new_key,
+                                     (e_op == OP_DEL) ? fwd[w*ENT_W +: VALUE_W] : new_value};
     end
 
     if (!e_valid) begin
@@ -1522,9 +1532,11 @@ always @(posedge clk) begin
     // stash
     for (si = 0; si < STASH_N; si = si + 1) begin
         if (st_we[si]) begin
-            st_valid[si] <= st_wdata[si*ENT_W + ENT_W - 1];
-            st_key[si*KEY_W +: KEY_W] <= st_wdata[si*ENT_W + VALUE_W +: KEY_W];
-            st_value[si*VALUE_W +: VALUE_W] <= st_wdata[si*ENT_W +: VALUE_W];
+            st_valid[si] <= st_wvalid[si];
+            st_key[si*KEY_W +: KEY_W] <= new_key;
+            if (e_op != OP_DEL) begin  // a DEL keeps the entry's value
+                st_value[si*VALUE_W +: VALUE_W] <= new_value;
+            end
         end
         if (do_clear_table || STASH == 0) begin
             st_valid[si] <= 1'b0;
