@@ -525,11 +525,10 @@ wire [63:0]          rh_q;             // rule hit counter RAM output (request l
 // forwarded when both meet in one cycle)
 wire [4:0]           cv_op = c_op[V_ST*5 +: 5];
 wire [RIDX_W-1:0]    cv_entry = c_entry[V_ST*12 +: RIDX_W];
-wire                 cv_rule_wr = c_valid[V_ST] && cv_op == OP_WRITE_RULE &&
-                                  rule_write_ok(c_entry[V_ST*12 +: 12], c_prio[V_ST*32 +: 32]);
+wire                 cv_rule_wr = c_valid[V_ST] && cv_op == OP_WRITE_RULE && !c_bad[V_ST];
 wire [RIDX_W-1:0]    cv1_entry = c_entry[(V_ST+1)*12 +: RIDX_W];
 wire                 cv1_rule_wr = c_valid[V_ST+1] && c_op[(V_ST+1)*5 +: 5] == OP_WRITE_RULE &&
-                                   rule_write_ok(c_entry[(V_ST+1)*12 +: 12], c_prio[(V_ST+1)*32 +: 32]);
+                                   !c_bad[V_ST+1];
 wire [VALUE_W-1:0]   rval_q;           // rule value RAM output (LOOKUP winner), stage V+1
 reg                  rval_fwd_q;       // ... replaced by the control lane's write of that cycle
 reg  [VALUE_W-1:0]   rval_fwd_data_q;
@@ -573,7 +572,7 @@ generate
             .lookup_key(s0_key),
             .hit(rm_hit),
             .prio(rm_prio),
-            .wr_en(c_valid[0] && c_op[0 +: 5] == OP_WRITE_RULE && rule_write_ok(c_entry[0 +: 12], c_prio[0 +: 32])),
+            .wr_en(c_valid[0] && c_op[0 +: 5] == OP_WRITE_RULE && !c_bad[0]),
             .wr_entry(c_entry[0 +: RIDX_W]),
             .wr_valid(c_flag[0]),
             .wr_match(c_key[0 +: KEY_W]),
