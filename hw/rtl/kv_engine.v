@@ -188,7 +188,9 @@ module kv_engine #
     output wire [TAG_W-1:0]     m_axis_ctl_rsp_tuser,
 
     /*
-     * Counters of engine.md §6 for the CSR block, counter c at [64*c +: 64]
+     * Counters of engine.md §6 for the CSR block, counter c at [64*c +: 64];
+     * a request's increment shows here one cycle after its execute (the
+     * control port's READ_COUNTER includes it at once)
      */
     output wire [NUM_COUNTERS*64-1:0] stat_counters,
 
@@ -728,6 +730,12 @@ reg [STASH_N-1:0]          st_valid;
 reg [STASH_N*KEY_W-1:0]    st_key;
 reg [STASH_N*VALUE_W-1:0]  st_value;
 reg [NCNT*64-1:0]          counters;
+// The increments of a cycle's executes wait one cycle here before they are
+// added, so no decision of the execute stage reaches a 64-bit adder: the
+// counters after the requests executed so far are counters + cnt_pend
+// (cmd_errors may count a refusal of each lane in one cycle: two bits).
+reg [NCNT-1:0]             cnt_pend;
+reg [1:0]                  cmd_pend;
 assign stat_counters = counters;
 
 /*
@@ -1140,7 +1148,8 @@ always @* begin
     cnt_now = 64'd0;
     for (cc = 0; cc < NCNT; cc = cc + 1) begin
         if (ce_index == cc[23:0]) begin
-            cnt_now = counters[cc*64 +: 64];
+            cnt_now = counters[cc*64 +: 64] +
+                      (cc == C_CMD_ERRORS ? {62'd0, cmd_pend} : {63'd0, cnt_pend[cc]});
         end
     end
 
@@ -1467,12 +1476,6 @@ end
 
 integer si, sc;
 
-// cmd_errors after this cycle's control request (cleared, or + its refusal),
-// plus 0 or 1 for the request lane's
-wire [63:0] cmd_err_base = do_clear_counters ? 64'd0 : counters[C_CMD_ERRORS*64 +: 64];
-wire [63:0] cmd_err_plus0 = cmd_err_base + {63'd0, c_cmd_error};
-wire [63:0] cmd_err_plus1 = cmd_err_base + {62'd0, c_cmd_error, !c_cmd_error};
-
 always @(posedge clk) begin
     // admission
     pend_reg <= pend_next;
@@ -1542,18 +1545,22 @@ always @(posedge clk) begin
         end
     end
 
-    // counters: the control lane's clear first, then the request lane's
-    // increment; cmd_errors may count one refusal of each lane (the request
-    // lane's, decided late, only selects between two early sums)
+    // counters: the control lane's clear first (the pending increments are
+    // of requests ahead of it: cleared too), then this cycle's increments,
+    // added in the next; occupancy is written at execute
     for (sc = 0; sc < NCNT; sc = sc + 1) begin
-        if (sc == C_CMD_ERRORS) begin
-            counters[sc*64 +: 64] <= cnt_inc[sc] ? cmd_err_plus1 : cmd_err_plus0;
-        end else if (do_clear_counters && sc != C_OCCUPANCY) begin
-            counters[sc*64 +: 64] <= {63'd0, cnt_inc[sc]};
-        end else if (cnt_inc[sc]) begin
-            counters[sc*64 +: 64] <= counters[sc*64 +: 64] + 64'd1;
+        if (sc != C_OCCUPANCY) begin
+            if (do_clear_counters) begin
+                counters[sc*64 +: 64] <= 64'd0;
+            end else if (sc == C_CMD_ERRORS) begin
+                counters[sc*64 +: 64] <= counters[sc*64 +: 64] + {62'd0, cmd_pend};
+            end else begin
+                counters[sc*64 +: 64] <= counters[sc*64 +: 64] + {63'd0, cnt_pend[sc]};
+            end
         end
     end
+    cnt_pend <= cnt_inc;
+    cmd_pend <= {1'b0, cnt_inc[C_CMD_ERRORS]} + {1'b0, c_cmd_error};
     if (occ_set) begin
         counters[C_OCCUPANCY*64 +: 64] <= occ_next;
     end
@@ -1614,6 +1621,8 @@ always @(posedge clk) begin
         win_we <= {WIN*WAYS{1'b0}};
         st_valid <= {STASH_N{1'b0}};
         counters <= {NCNT*64{1'b0}};
+        cnt_pend <= {NCNT{1'b0}};
+        cmd_pend <= 2'd0;
         rh_fresh <= {RULES_P{1'b0}};
         rhw_en <= 2'b00;
         fifo_wr_ptr <= {FIFO_AW{1'b0}};
