@@ -102,7 +102,9 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * at E-1) have a two-deep window of the same kind, and a per-entry "fresh"
  * bit that CLEAR_COUNTERS (every entry) and WRITE_RULE (its entry) clear
  * (an entry not fresh reads 0; the window's writes it covers are dropped).
- * The stash and the counters are registers updated at execute; the rule
+ * The stash and the counters are registers updated at execute (a counter
+ * increment is added one cycle later from cnt_pend, which READ_COUNTER adds
+ * and CLEAR_COUNTERS clears, so no execute decision reaches an adder); the rule
  * matcher is updated at stage 0 and the rule RAMs at V / V+1 as above, so
  * every request sees exactly the state left by the requests ahead of it in
  * the order above (engine.md §5, §5.7).  Nothing ever stalls the pipeline.
