@@ -445,10 +445,28 @@ assign s_axis_ctl_req_tready = c_in_ready;
 reg [NST-1:0]          p_valid;
 reg [NST*5-1:0]        p_op;
 reg [NST-1:0]          p_flag;
-reg [NST*4-1:0]        p_bank;
-reg [NST*24-1:0]       p_index;
-reg [NST*4-1:0]        p_bank2;
-reg [NST*24-1:0]       p_index2;
+// the slot addresses: stage 0 for the decode below, the indexes (their row
+// bits) and bank2 up to stage H for the ways' RAM addresses at H+1
+localparam AST = H_ST + 1;
+reg [3:0]              p_bank;
+reg [AST*4-1:0]        p_bank2;
+/* verilator lint_off UNUSEDSIGNAL */
+reg [AST*24-1:0]       p_index;
+reg [AST*24-1:0]       p_index2;
+/* verilator lint_on UNUSEDSIGNAL */
+// READ_SLOT / WRITE_SLOT / MOVE's slot-address tests, decoded at stage 1 from
+// stage 0's fields and carried to execute (stage s at (s-1)*AD_W), so the
+// execute stage compares no address: both addresses valid (engine.md §4),
+// the banks differ, bank == way w, (bank, index) == stash entry i
+localparam AD_OK1 = 0;
+localparam AD_OK2 = 1;
+localparam AD_DIFF = 2;
+localparam AD_W1 = 3;
+localparam AD_W2 = AD_W1 + WAYS;
+localparam AD_S1 = AD_W2 + WAYS;
+localparam AD_S2 = AD_S1 + STASH_N;
+localparam AD_W = AD_S2 + STASH_N;
+reg [(NST-1)*AD_W-1:0] p_adec;
 reg [NST*KEY_W-1:0]    p_key;
 reg [NST*VALUE_W-1:0]  p_value;
 reg [NST*TAG_W-1:0]    p_tag;
@@ -746,10 +764,7 @@ assign stat_counters = counters;
 wire              e_valid = p_valid[E_ST];
 wire [4:0]        e_op = p_op[E_ST*5 +: 5];
 wire              e_flag = p_flag[E_ST];
-wire [3:0]        e_bank = p_bank[E_ST*4 +: 4];
-wire [23:0]       e_index = p_index[E_ST*24 +: 24];
-wire [3:0]        e_bank2 = p_bank2[E_ST*4 +: 4];
-wire [23:0]       e_index2 = p_index2[E_ST*24 +: 24];
+wire [AD_W-1:0]   e_adec = p_adec[(E_ST-1)*AD_W +: AD_W];
 wire [KEY_W-1:0]  e_key = p_key[E_ST*KEY_W +: KEY_W];
 wire [VALUE_W-1:0] e_value = p_value[E_ST*VALUE_W +: VALUE_W];
 wire [TAG_W-1:0]  e_tag = p_tag[E_ST*TAG_W +: TAG_W];
@@ -817,6 +832,26 @@ function addr_ok(input [3:0] f_bank, input [23:0] f_index);
     end
 endfunction
 
+// the AD_* tests of a request's two slot addresses
+function [AD_W-1:0] addr_decode(input [3:0] f_bank, input [23:0] f_index,
+                                input [3:0] f_bank2, input [23:0] f_index2);
+    integer k;
+    begin
+        addr_decode = {AD_W{1'b0}};
+        addr_decode[AD_OK1] = addr_ok(f_bank, f_index);
+        addr_decode[AD_OK2] = addr_ok(f_bank2, f_index2);
+        addr_decode[AD_DIFF] = f_bank != f_bank2;
+        for (k = 0; k < WAYS; k = k + 1) begin
+            addr_decode[AD_W1 + k] = f_bank == k[3:0];
+            addr_decode[AD_W2 + k] = f_bank2 == k[3:0];
+        end
+        for (k = 0; k < STASH_N; k = k + 1) begin
+            addr_decode[AD_S1 + k] = f_bank == WAYS_C && f_index == k[23:0];
+            addr_decode[AD_S2 + k] = f_bank2 == WAYS_C && f_index2 == k[23:0];
+        end
+    end
+endfunction
+
 always @* begin
     // forwarding: newest window write to the same row wins over the RAM word
     fwd = ram_q;
@@ -875,23 +910,23 @@ always @* begin
     end
 
     // control addresses and the slots they name
-    addr1_ok = addr_ok(e_bank, e_index);
-    addr2_ok = addr_ok(e_bank2, e_index2);
+    addr1_ok = e_adec[AD_OK1];
+    addr2_ok = e_adec[AD_OK2];
     slot1 = {ENT_W{1'b0}};
     slot2 = {ENT_W{1'b0}};
     for (w = 0; w < WAYS; w = w + 1) begin
-        if (e_bank == w[3:0]) begin
+        if (e_adec[AD_W1 + w]) begin
             slot1 = fwd[w*ENT_W +: ENT_W];
         end
-        if (e_bank2 == w[3:0]) begin
+        if (e_adec[AD_W2 + w]) begin
             slot2 = fwd[w*ENT_W +: ENT_W];
         end
     end
     for (i = 0; i < STASH_N; i = i + 1) begin
-        if (e_bank == WAYS_C && e_index == i[23:0]) begin
+        if (e_adec[AD_S1 + i]) begin
             slot1 = {st_valid[i], st_key[i*KEY_W +: KEY_W], st_value[i*VALUE_W +: VALUE_W]};
         end
-        if (e_bank2 == WAYS_C && e_index2 == i[23:0]) begin
+        if (e_adec[AD_S2 + i]) begin
             slot2 = {st_valid[i], st_key[i*KEY_W +: KEY_W], st_value[i*VALUE_W +: VALUE_W]};
         end
     end
@@ -1028,13 +1063,13 @@ always @* begin
         OP_WRITE_SLOT: begin
             if (addr1_ok) begin
                 for (w = 0; w < WAYS; w = w + 1) begin
-                    if (e_bank == w[3:0]) begin
+                    if (e_adec[AD_W1 + w]) begin
                         wr_we[w] = 1'b1;
                         wr_valid[w] = e_flag;
                     end
                 end
                 for (i = 0; i < STASH_N; i = i + 1) begin
-                    if (e_bank == WAYS_C && e_index == i[23:0]) begin
+                    if (e_adec[AD_S1 + i]) begin
                         st_we[i] = 1'b1;
                         st_wvalid[i] = e_flag;
                     end
@@ -1046,21 +1081,21 @@ always @* begin
             end
         end
         OP_MOVE: begin
-            if (addr1_ok && addr2_ok && e_bank != e_bank2 && slot1[ENT_W-1] && !slot2[ENT_W-1]) begin
+            if (addr1_ok && addr2_ok && e_adec[AD_DIFF] && slot1[ENT_W-1] && !slot2[ENT_W-1]) begin
                 for (w = 0; w < WAYS; w = w + 1) begin
-                    if (e_bank == w[3:0]) begin
+                    if (e_adec[AD_W1 + w]) begin
                         wr_we[w] = 1'b1;
                     end
-                    if (e_bank2 == w[3:0]) begin
+                    if (e_adec[AD_W2 + w]) begin
                         wr_we[w] = 1'b1;
                         wr_valid[w] = 1'b1;
                     end
                 end
                 for (i = 0; i < STASH_N; i = i + 1) begin
-                    if (e_bank == WAYS_C && e_index == i[23:0]) begin
+                    if (e_adec[AD_S1 + i]) begin
                         st_we[i] = 1'b1;
                     end
-                    if (e_bank2 == WAYS_C && e_index2 == i[23:0]) begin
+                    if (e_adec[AD_S2 + i]) begin
                         st_we[i] = 1'b1;
                         st_wvalid[i] = 1'b1;
                     end
@@ -1320,10 +1355,11 @@ endfunction
 reg [NST-1:0]          p_valid_next;
 reg [NST*5-1:0]        p_op_next;
 reg [NST-1:0]          p_flag_next;
-reg [NST*4-1:0]        p_bank_next;
-reg [NST*24-1:0]       p_index_next;
-reg [NST*4-1:0]        p_bank2_next;
-reg [NST*24-1:0]       p_index2_next;
+reg [3:0]              p_bank_next;
+reg [AST*24-1:0]       p_index_next;
+reg [AST*4-1:0]        p_bank2_next;
+reg [AST*24-1:0]       p_index2_next;
+reg [(NST-1)*AD_W-1:0] p_adec_next;
 reg [NST*KEY_W-1:0]    p_key_next;
 reg [NST*VALUE_W-1:0]  p_value_next;
 reg [NST*TAG_W-1:0]    p_tag_next;
@@ -1342,10 +1378,12 @@ always @* begin
     p_valid_next = {p_valid[NST-2:0], accept};
     p_op_next = {p_op[(NST-1)*5-1:0], p_op[0 +: 5]};
     p_flag_next = {p_flag[NST-2:0], p_flag[0]};
-    p_bank_next = {p_bank[(NST-1)*4-1:0], p_bank[0 +: 4]};
-    p_index_next = {p_index[(NST-1)*24-1:0], p_index[0 +: 24]};
-    p_bank2_next = {p_bank2[(NST-1)*4-1:0], p_bank2[0 +: 4]};
-    p_index2_next = {p_index2[(NST-1)*24-1:0], p_index2[0 +: 24]};
+    p_bank_next = p_bank;
+    p_index_next = {p_index[(AST-1)*24-1:0], p_index[0 +: 24]};
+    p_bank2_next = {p_bank2[(AST-1)*4-1:0], p_bank2[0 +: 4]};
+    p_index2_next = {p_index2[(AST-1)*24-1:0], p_index2[0 +: 24]};
+    p_adec_next = {p_adec[0 +: (NST-2)*AD_W], addr_decode(p_bank[0 +: 4], p_index[0 +: 24],
+                                                           p_bank2[0 +: 4], p_index2[0 +: 24])};
     p_key_next = {p_key[(NST-1)*KEY_W-1:0], p_key[0 +: KEY_W]};
     p_value_next = {p_value[(NST-1)*VALUE_W-1:0], p_value[0 +: VALUE_W]};
     p_tag_next = {p_tag[(NST-1)*TAG_W-1:0], p_tag[0 +: TAG_W]};
@@ -1505,6 +1543,7 @@ always @(posedge clk) begin
     p_bank <= p_bank_next;
     p_index <= p_index_next;
     p_bank2 <= p_bank2_next;
+    p_adec <= p_adec_next;
     p_index2 <= p_index2_next;
     p_key <= p_key_next;
     p_value <= p_value_next;
