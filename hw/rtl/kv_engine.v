@@ -102,9 +102,10 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * at E-1) have a two-deep window of the same kind, and a per-entry "fresh"
  * bit that CLEAR_COUNTERS (every entry) and WRITE_RULE (its entry) clear
  * (an entry not fresh reads 0; the window's writes it covers are dropped).
- * The stash and the counters are registers updated at execute (a counter
- * increment is added one cycle later from cnt_pend, which READ_COUNTER adds
- * and CLEAR_COUNTERS clears, so no execute decision reaches an adder); the rule
+ * The stash and the counters are registers updated at execute (a counter's
+ * change, an increment or occupancy's delta, is added one cycle later from a
+ * pending register, which READ_COUNTER adds and CLEAR_COUNTERS clears, so no
+ * execute decision reaches a 64-bit adder); the rule
  * matcher is updated at stage 0 and the rule RAMs at V / V+1 as above, so
  * every request sees exactly the state left by the requests ahead of it in
  * the order above (engine.md §5, §5.7).  Nothing ever stalls the pipeline.
@@ -756,6 +757,11 @@ reg [NCNT*64-1:0]          counters;
 // (cmd_errors may count a refusal of each lane in one cycle: two bits).
 reg [NCNT-1:0]             cnt_pend;
 reg [1:0]                  cmd_pend;
+// occupancy's change waits the same way: cleared (CLEAR_TABLE), then + delta
+reg                        occ_clear_pend;
+reg [7:0]                  occ_delta_pend;
+wire [63:0]                occ_now = (occ_clear_pend ? 64'd0 : counters[C_OCCUPANCY*64 +: 64]) +
+                                     {{56{occ_delta_pend[7]}}, occ_delta_pend};
 assign stat_counters = counters;
 
 /*
@@ -791,8 +797,8 @@ reg [STASH_N-1:0]       st_wvalid;      // the valid bit each stash write stores
 reg [KEY_W-1:0]         new_key;
 reg [VALUE_W-1:0]       new_value;
 reg [NCNT-1:0]          cnt_inc;        // counters to increment by one
-reg                     occ_set;        // occupancy <= occ_next
-reg [63:0]              occ_next;
+reg                     occ_clear;      // occupancy <= 0 (CLEAR_TABLE) ...
+reg [7:0]               occ_delta;      // ... then += occ_delta (two's complement)
 reg                     do_clear_table;
 reg                     rh_inc;         // rule_hit[e_ridx] += 1
 reg  [63:0]             rh_base;        // rule_hit[] of the entry read at E-1, forwarded
@@ -820,7 +826,6 @@ reg [6:0]         free_st;
 reg               addr1_ok, addr2_ok;
 reg [ENT_W-1:0]   slot1, slot2;     // contents of (bank, index) and (bank2, index2)
 reg [6:0]         copies;
-reg [63:0]        occ;
 
 integer w, j, i;
 
@@ -939,9 +944,8 @@ always @* begin
     new_key = (e_op == OP_MOVE) ? slot1[VALUE_W +: KEY_W] : e_key;
     new_value = (e_op == OP_MOVE) ? slot1[0 +: VALUE_W] : e_value;
     cnt_inc = {NCNT{1'b0}};
-    occ = counters[C_OCCUPANCY*64 +: 64];
-    occ_set = 1'b0;
-    occ_next = occ;
+    occ_clear = 1'b0;
+    occ_delta = 8'd0;
     do_clear_table = 1'b0;
     rh_inc = 1'b0;
 
@@ -1012,8 +1016,7 @@ always @* begin
                 end
                 r_status = ST_INSERTED;
                 cnt_inc[C_INSERTS] = 1'b1;
-                occ_set = 1'b1;
-                occ_next = occ + 64'd1;
+                occ_delta = 8'd1;
             end else if (free_st_found) begin
                 for (i = 0; i < STASH_N; i = i + 1) begin
                     if (free_st == i[6:0]) begin
@@ -1023,8 +1026,7 @@ always @* begin
                 end
                 r_status = ST_INSERTED_STASH;
                 cnt_inc[C_INSERTS] = 1'b1;
-                occ_set = 1'b1;
-                occ_next = occ + 64'd1;
+                occ_delta = 8'd1;
             end else begin
                 r_status = ST_FULL;
                 cnt_inc[C_INSERT_FAILURES] = 1'b1;
@@ -1044,8 +1046,7 @@ always @* begin
                 end
                 r_status = ST_DELETED;
                 cnt_inc[C_DELETES] = 1'b1;
-                occ_set = 1'b1;
-                occ_next = occ - {57'd0, copies};
+                occ_delta = 8'd0 - {1'b0, copies};
             end else begin
                 r_status = ST_NOT_FOUND;
                 cnt_inc[C_DELETE_MISSES] = 1'b1;
@@ -1074,8 +1075,7 @@ always @* begin
                         st_wvalid[i] = e_flag;
                     end
                 end
-                occ_set = 1'b1;
-                occ_next = occ + {63'd0, e_flag} - {63'd0, slot1[ENT_W-1]};
+                occ_delta = {7'd0, e_flag} - {7'd0, slot1[ENT_W-1]};
             end else begin
                 r_status = ST_REFUSED;
             end
@@ -1106,8 +1106,7 @@ always @* begin
         end
         OP_CLEAR_TABLE: begin
             do_clear_table = 1'b1;
-            occ_set = 1'b1;
-            occ_next = 64'd0;
+            occ_clear = 1'b1;
         end
         default: begin
             // unknown opcodes and the control port's (KV_OP_CTL_MASK)
@@ -1130,7 +1129,8 @@ always @* begin
         wr_we = {WAYS{1'b0}};
         st_we = {STASH_N{1'b0}};
         cnt_inc = {NCNT{1'b0}};
-        occ_set = 1'b0;
+        occ_clear = 1'b0;
+        occ_delta = 8'd0;
         do_clear_table = 1'b0;
         rh_inc = 1'b0;
     end
@@ -1185,8 +1185,12 @@ always @* begin
     cnt_now = 64'd0;
     for (cc = 0; cc < NCNT; cc = cc + 1) begin
         if (ce_index == cc[23:0]) begin
-            cnt_now = counters[cc*64 +: 64] +
-                      (cc == C_CMD_ERRORS ? {62'd0, cmd_pend} : {63'd0, cnt_pend[cc]});
+            if (cc == C_OCCUPANCY) begin
+                cnt_now = occ_now;
+            end else begin
+                cnt_now = counters[cc*64 +: 64] +
+                          (cc == C_CMD_ERRORS ? {62'd0, cmd_pend} : {63'd0, cnt_pend[cc]});
+            end
         end
     end
 
@@ -1602,9 +1606,9 @@ always @(posedge clk) begin
     end
     cnt_pend <= cnt_inc;
     cmd_pend <= {1'b0, cnt_inc[C_CMD_ERRORS]} + {1'b0, c_cmd_error};
-    if (occ_set) begin
-        counters[C_OCCUPANCY*64 +: 64] <= occ_next;
-    end
+    counters[C_OCCUPANCY*64 +: 64] <= occ_now;
+    occ_clear_pend <= occ_clear;
+    occ_delta_pend <= occ_delta;
 
     // rule hit counters: read at E-1, forwarded at E, written at E+1.
     // CLEAR_COUNTERS (all) and WRITE_RULE (its entry) at control stage E+1
@@ -1664,6 +1668,8 @@ always @(posedge clk) begin
         counters <= {NCNT*64{1'b0}};
         cnt_pend <= {NCNT{1'b0}};
         cmd_pend <= 2'd0;
+        occ_clear_pend <= 1'b0;
+        occ_delta_pend <= 8'd0;
         rh_fresh <= {RULES_P{1'b0}};
         rhw_en <= 2'b00;
         fifo_wr_ptr <= {FIFO_AW{1'b0}};
