@@ -63,9 +63,11 @@ setup(
                   **{pkg: files for pkg, (_, files) in DATA_PACKAGES.items()}},
     include_package_data=False,
     cmdclass={"build_py": BuildPy},
-    # RESP reply framing in C for the host tier (pynq_kv.redislink) and the request parser's
-    # fast path (pynq_kv.serve.resp.protocol): optional, so a machine without a C compiler
-    # still installs pynq-kv, with the same code in Python.
+    # RESP reply framing in C for the host tier (pynq_kv.redislink), the request parser's
+    # fast path (pynq_kv.serve.resp.protocol) and the model's H3 hashing (pynq_kv.hashing):
+    # optional, so a machine without a C compiler still installs pynq-kv, with the same code
+    # in Python.
     ext_modules=[Extension("pynq_kv._respframe", ["pynq_kv/_respframe.c"], optional=True),
-                 Extension("pynq_kv._respfast", ["pynq_kv/_respfast.c"], optional=True)],
+                 Extension("pynq_kv._respfast", ["pynq_kv/_respfast.c"], optional=True),
+                 Extension("pynq_kv._h3", ["pynq_kv/_h3.c"], optional=True)],
 )

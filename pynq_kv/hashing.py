@@ -1,9 +1,10 @@
 """The per-way H3 hash functions of docs/engine.md §3.
 
 H3 is GF(2)-linear: in hardware each output bit is an XOR tree over key bits, one pipeline
-stage per few levels. In numpy it is a XOR of per-byte lookup tables: a small batch of keys hashes
-with one gather of the table rows of all its (position, byte) pairs and one XOR reduction, a
-large one with a gather per byte position.
+stage per few levels. In software it is a XOR of per-byte lookup tables: in C
+(pynq_kv/_h3.c) where that optional extension was built, else in numpy (hash_keys_numpy), where
+a small batch of keys hashes with one gather of the table rows of all its (position, byte) pairs
+and one XOR reduction, a large one with a gather per byte position.
 """
 
 from __future__ import annotations
@@ -11,6 +12,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
+
+try:
+    from ._h3 import hash_into as _hash_into_c
+except ImportError:  # not built (no C compiler at install): the numpy code below
+    _hash_into_c = None
 
 MASK64 = (1 << 64) - 1
 GOLDEN64 = 0x9E3779B97F4A7C15
@@ -117,6 +123,17 @@ GATHER_BYTES = 1 << 17
 
 def hash_keys(keys: np.ndarray, seed: int, ways: int, key_width: int) -> np.ndarray:
     """H_w(k) of every key of a (N, KEY_BYTES) uint8 array, as a (N, ways) uint32 array."""
+    if _hash_into_c is None:
+        return hash_keys_numpy(keys, seed, ways, key_width)
+    keys = np.ascontiguousarray(keys, dtype=np.uint8)
+    table = _row_tables(seed, ways, key_width)
+    packed = np.empty((len(keys), table.shape[1]), dtype=np.uint64)
+    _hash_into_c(keys, table, packed)
+    return packed.view(np.uint32)[:, :ways]
+
+
+def hash_keys_numpy(keys: np.ndarray, seed: int, ways: int, key_width: int) -> np.ndarray:
+    """hash_keys in numpy alone (the C extension's stand-in, and its reference in the tests)."""
     keys = np.asarray(keys, dtype=np.uint8)
     n = len(keys)
     if n <= SMALL_BATCH:
