@@ -9,7 +9,9 @@
  *
  * encode(args) -> bytes is pynq_kv.redislink.encode_command (the Python one is
  * encode_command_py): every command forwarded to Redis is encoded, and a %-format per
- * argument was a tenth of an MSET's cost. */
+ * argument was a tenth of an MSET's cost. encode_block(columns) -> bytes is
+ * pynq_kv.redislink.encode_block (encode_block_py): a pipelined block of one command, a tenth
+ * of an INCR's cost at -P 16 in Python. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -17,6 +19,7 @@
 
 #define INCOMPLETE (-1)
 #define BAD (-2)
+#define MAX_BLOCK_COLUMNS 64
 
 /* The first CRLF at or after pos, INCOMPLETE if buf[pos:size] has none. */
 static Py_ssize_t find_crlf(const char *buf, Py_ssize_t pos, Py_ssize_t size)
@@ -161,6 +164,26 @@ static Py_ssize_t decimal_size(Py_ssize_t value)
     return n;
 }
 
+/* Bytes written for one bulk string of len bytes: "$<len>\r\n<bytes>\r\n". */
+static Py_ssize_t bulk_size(Py_ssize_t len)
+{
+    return 1 + decimal_size(len) + 2 + len + 2;
+}
+
+static char *put_bulk(char *p, PyObject *item)
+{
+    Py_ssize_t len = PyBytes_GET_SIZE(item);
+    *p++ = '$';
+    p = decimal(p, len);
+    *p++ = '\r';
+    *p++ = '\n';
+    memcpy(p, PyBytes_AS_STRING(item), (size_t)len);
+    p += len;
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
 /* encode(args) -> bytes: pynq_kv.redislink.encode_command for a sequence of bytes objects
  * (a TypeError for anything else: the caller then uses the Python encoder). */
 static PyObject *encode(PyObject *module, PyObject *arg)
@@ -176,14 +199,12 @@ static PyObject *encode(PyObject *module, PyObject *arg)
     items = PySequence_Fast_ITEMS(seq);
     size = 1 + decimal_size(count) + 2;
     for (i = 0; i < count; i++) {
-        Py_ssize_t len;
         if (!PyBytes_Check(items[i])) {
             Py_DECREF(seq);
             PyErr_SetString(PyExc_TypeError, "encode() takes bytes arguments only");
             return NULL;
         }
-        len = PyBytes_GET_SIZE(items[i]);
-        size += 1 + decimal_size(len) + 2 + len + 2;
+        size += bulk_size(PyBytes_GET_SIZE(items[i]));
     }
     out = PyBytes_FromStringAndSize(NULL, size);
     if (out == NULL) {
@@ -195,18 +216,73 @@ static PyObject *encode(PyObject *module, PyObject *arg)
     p = decimal(p, count);
     *p++ = '\r';
     *p++ = '\n';
-    for (i = 0; i < count; i++) {
-        Py_ssize_t len = PyBytes_GET_SIZE(items[i]);
-        *p++ = '$';
-        p = decimal(p, len);
-        *p++ = '\r';
-        *p++ = '\n';
-        memcpy(p, PyBytes_AS_STRING(items[i]), (size_t)len);
-        p += len;
-        *p++ = '\r';
-        *p++ = '\n';
-    }
+    for (i = 0; i < count; i++)
+        p = put_bulk(p, items[i]);
     Py_DECREF(seq);
+    return out;
+}
+
+/* encode_block(columns) -> bytes: pynq_kv.redislink.encode_block for columns of bytes objects,
+ * every column as long as the first (a TypeError for anything else, or a ValueError for
+ * columns of different lengths: the caller then uses the Python encoder). */
+static PyObject *encode_block(PyObject *module, PyObject *arg)
+{
+    PyObject *block, **columns[MAX_BLOCK_COLUMNS], *fast[MAX_BLOCK_COLUMNS], *out = NULL;
+    Py_ssize_t width, rows, size, row, c;
+    char *p;
+    (void)module;
+    block = PySequence_Fast(arg, "encode_block() takes a sequence of columns");
+    if (block == NULL)
+        return NULL;
+    width = PySequence_Fast_GET_SIZE(block);
+    if (width < 1 || width > MAX_BLOCK_COLUMNS) {
+        Py_DECREF(block);
+        PyErr_SetString(PyExc_TypeError, "encode_block() takes 1 to 64 columns");
+        return NULL;
+    }
+    for (c = 0; c < width; c++)
+        fast[c] = NULL;
+    rows = -1;
+    size = 0;
+    for (c = 0; c < width; c++) {
+        Py_ssize_t n, i;
+        fast[c] = PySequence_Fast(PySequence_Fast_GET_ITEM(block, c),
+                                  "encode_block() takes columns that are sequences");
+        if (fast[c] == NULL)
+            goto done;
+        n = PySequence_Fast_GET_SIZE(fast[c]);
+        if (rows < 0)
+            rows = n;
+        else if (n != rows) {
+            PyErr_SetString(PyExc_ValueError, "encode_block() takes columns of one length");
+            goto done;
+        }
+        columns[c] = PySequence_Fast_ITEMS(fast[c]);
+        for (i = 0; i < n; i++) {
+            if (!PyBytes_Check(columns[c][i])) {
+                PyErr_SetString(PyExc_TypeError, "encode_block() takes bytes arguments only");
+                goto done;
+            }
+            size += bulk_size(PyBytes_GET_SIZE(columns[c][i]));
+        }
+    }
+    size += rows * (1 + decimal_size(width) + 2);
+    out = PyBytes_FromStringAndSize(NULL, size);
+    if (out == NULL)
+        goto done;
+    p = PyBytes_AS_STRING(out);
+    for (row = 0; row < rows; row++) {
+        *p++ = '*';
+        p = decimal(p, width);
+        *p++ = '\r';
+        *p++ = '\n';
+        for (c = 0; c < width; c++)
+            p = put_bulk(p, columns[c][row]);
+    }
+done:
+    for (c = 0; c < width; c++)
+        Py_XDECREF(fast[c]);
+    Py_DECREF(block);
     return out;
 }
 
@@ -215,6 +291,8 @@ static PyMethodDef methods[] = {
      "frame(buf, pos, limit) -> (end, count, errors): see pynq_kv.redislink.frame_replies."},
     {"encode", encode, METH_O,
      "encode(args) -> bytes: see pynq_kv.redislink.encode_command."},
+    {"encode_block", encode_block, METH_O,
+     "encode_block(columns) -> bytes: see pynq_kv.redislink.encode_block."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,8 +40,9 @@ def encode_command_py(args: Sequence[bytes]) -> bytes:
 
 try:
     from ._respframe import encode as _encode_c
-except ImportError:  # installed without a C compiler: the Python encoder alone
-    _encode_c = None
+    from ._respframe import encode_block as _encode_block_c
+except ImportError:  # installed without a C compiler: the Python encoders alone
+    _encode_c = _encode_block_c = None
 
 
 def encode_command(args: Sequence[bytes]) -> bytes:
@@ -62,7 +63,17 @@ _CRLF = b"\r\n"
 def encode_block(block: Sequence[Sequence[bytes]]) -> bytes:
     """The commands of a block (one column per argument, as the RESP parser gives a run of
     commands with one argument count) as RESP, back to back: what encode_command gives for each
-    row, joined, built a column at a time."""
+    row, joined. In C where pynq_kv._respframe was built (for bytes arguments)."""
+    if _encode_block_c is not None:
+        try:
+            return _encode_block_c(block)
+        except TypeError:
+            pass
+    return encode_block_py(block)
+
+
+def encode_block_py(block: Sequence[Sequence[bytes]]) -> bytes:
+    """encode_block in Python, built a column at a time."""
     rows = len(block[0])
     stride = 1 + 3 * len(block)
     parts: list[bytes] = [b""] * (rows * stride)

@@ -1,7 +1,7 @@
 """Reply framing of the host tier's Redis links (pynq_kv.redislink): the C framer
 (pynq_kv/_respframe.c) and the Python one agree on every reply, every cut of it and every
 malformed byte string, and both agree with the replies as they were built; the C request
-encoder encodes as the Python one."""
+encoders (one command, a block of them) encode as the Python ones."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from pynq_kv.redislink import ProtocolError, frame_replies_py, reply_end
 
 try:
     from pynq_kv._respframe import encode as encode_c
+    from pynq_kv._respframe import encode_block as encode_block_c
     from pynq_kv._respframe import frame as frame_c
 except ImportError:  # pragma: no cover - the install built no C extension
-    encode_c = frame_c = None
+    encode_c = encode_block_c = frame_c = None
 
 needs_c = pytest.mark.skipif(frame_c is None, reason="pynq_kv._respframe was not built")
 
@@ -116,6 +117,7 @@ def test_the_link_uses_the_c_framer_when_it_was_built() -> None:
     assert redislink.frame_replies is (frame_c or frame_replies_py)
     if os.environ.get("CI"):  # make test installs a compiler and Python's headers: it is built
         assert frame_c is not None and redislink._encode_c is encode_c is not None
+        assert redislink._encode_block_c is encode_block_c is not None
 
 
 @needs_c
@@ -143,4 +145,26 @@ _arg = st.one_of(st.binary(max_size=8), st.binary(min_size=4090, max_size=4100))
     st.lists(_arg, min_size=argc, max_size=argc), min_size=1, max_size=6)))
 def test_a_block_encodes_as_its_commands_one_by_one(rows: list[list[bytes]]) -> None:
     block = tuple(list(column) for column in zip(*rows))
-    assert redislink.encode_block(block) == b"".join(map(redislink.encode_command, rows))
+    expected = b"".join(map(redislink.encode_command_py, rows))
+    assert redislink.encode_block_py(block) == expected
+    assert redislink.encode_block(block) == expected
+    if encode_block_c is not None:
+        assert encode_block_c(tuple(map(tuple, block))) == expected
+
+
+@needs_c
+def test_the_c_block_encoder_refuses_what_it_cannot_encode() -> None:
+    """Other bytes-like arguments go to the Python encoder (a TypeError from C); columns of
+    different lengths are a caller's bug in both encoders."""
+    mixed = ([b"SET", b"SET"], [b"k", bytearray(b"l")], [b"v", memoryview(b"w")])
+    assert redislink.encode_block(mixed) == (b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
+                                             b"*3\r\n$3\r\nSET\r\n$1\r\nl\r\n$1\r\nw\r\n")
+    for bad in (mixed, [], [[b"x"]] * 65, [b"not a column of bytes"], [[b"a"], 7]):
+        with pytest.raises(TypeError):
+            encode_block_c(bad)
+    assert encode_block_c([[b"PING"]] * 64) == b"*64\r\n" + b"$4\r\nPING\r\n" * 64
+    assert encode_block_c([[], []]) == b""
+    with pytest.raises(ValueError):
+        encode_block_c([[b"INCR", b"INCR"], [b"a"]])
+    with pytest.raises(ValueError):
+        redislink.encode_block_py([[b"INCR", b"INCR"], [b"a"]])
