@@ -21,7 +21,8 @@
 
 static int get_buffer(PyObject *obj, Py_buffer *view, int writable, const char *what)
 {
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND | (writable ? PyBUF_WRITABLE : 0);
+    /* item sizes are checked, not formats: the one caller (hashing.hash_keys) builds them */
+    int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(obj, view, flags) < 0)
         return -1;
     if (view->ndim != 2) {

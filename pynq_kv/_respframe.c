@@ -10,8 +10,8 @@
  * encode(args) -> bytes is pynq_kv.redislink.encode_command (the Python one is
  * encode_command_py): every command forwarded to Redis is encoded, and a %-format per
  * argument was a tenth of an MSET's cost. encode_block(columns) -> bytes is
- * pynq_kv.redislink.encode_block (encode_block_py): a pipelined block of one command, a tenth
- * of an INCR's cost at -P 16 in Python. */
+ * pynq_kv.redislink.encode_block (encode_block_py): a pipelined block of one command, about 9 %
+ * of an INCR's server time at -P 16 in Python. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -170,13 +170,20 @@ static Py_ssize_t bulk_size(Py_ssize_t len)
     return 1 + decimal_size(len) + 2 + len + 2;
 }
 
+/* "<kind><n>\r\n": an array's ('*') or a bulk string's ('$') header. */
+static char *put_header(char *p, char kind, Py_ssize_t n)
+{
+    *p++ = kind;
+    p = decimal(p, n);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
 static char *put_bulk(char *p, PyObject *item)
 {
     Py_ssize_t len = PyBytes_GET_SIZE(item);
-    *p++ = '$';
-    p = decimal(p, len);
-    *p++ = '\r';
-    *p++ = '\n';
+    p = put_header(p, '$', len);
     memcpy(p, PyBytes_AS_STRING(item), (size_t)len);
     p += len;
     *p++ = '\r';
@@ -211,20 +218,16 @@ static PyObject *encode(PyObject *module, PyObject *arg)
         Py_DECREF(seq);
         return NULL;
     }
-    p = PyBytes_AS_STRING(out);
-    *p++ = '*';
-    p = decimal(p, count);
-    *p++ = '\r';
-    *p++ = '\n';
+    p = put_header(PyBytes_AS_STRING(out), '*', count);
     for (i = 0; i < count; i++)
         p = put_bulk(p, items[i]);
     Py_DECREF(seq);
     return out;
 }
 
-/* encode_block(columns) -> bytes: pynq_kv.redislink.encode_block for columns of bytes objects,
- * every column as long as the first (a TypeError for anything else, or a ValueError for
- * columns of different lengths: the caller then uses the Python encoder). */
+/* encode_block(columns) -> bytes: pynq_kv.redislink.encode_block for 1 to MAX_BLOCK_COLUMNS
+ * columns of bytes objects (a TypeError for anything else: the caller then uses the Python
+ * encoder), every column as long as the first (a ValueError otherwise, as in Python). */
 static PyObject *encode_block(PyObject *module, PyObject *arg)
 {
     PyObject *block, **columns[MAX_BLOCK_COLUMNS], *fast[MAX_BLOCK_COLUMNS], *out = NULL;
@@ -237,7 +240,7 @@ static PyObject *encode_block(PyObject *module, PyObject *arg)
     width = PySequence_Fast_GET_SIZE(block);
     if (width < 1 || width > MAX_BLOCK_COLUMNS) {
         Py_DECREF(block);
-        PyErr_SetString(PyExc_TypeError, "encode_block() takes 1 to 64 columns");
+        PyErr_Format(PyExc_TypeError, "encode_block() takes 1 to %d columns", MAX_BLOCK_COLUMNS);
         return NULL;
     }
     for (c = 0; c < width; c++)
@@ -272,10 +275,7 @@ static PyObject *encode_block(PyObject *module, PyObject *arg)
         goto done;
     p = PyBytes_AS_STRING(out);
     for (row = 0; row < rows; row++) {
-        *p++ = '*';
-        p = decimal(p, width);
-        *p++ = '\r';
-        *p++ = '\n';
+        p = put_header(p, '*', width);
         for (c = 0; c < width; c++)
             p = put_bulk(p, columns[c][row]);
     }

@@ -395,10 +395,10 @@ class Tier:
         # (set operations and one max() in C: an MSET of 10 keys from 50 clients a loop turn
         # is 500 keys here, whose filtering a Python step each cost a tenth of MSET's time; the
         # usual case, every key known out already, builds no set at all)
-        if not_held and not_held.issuperset(doomed):
+        if not_held.issuperset(doomed):
             doomed.clear()
             return
-        fit = set(doomed).difference(not_held) if not_held else set(doomed)
+        fit = set(doomed).difference(not_held)
         doomed.clear()
         max_key = limits.max_key
         if fit and max(map(len, fit)) > max_key:
