@@ -69,5 +69,6 @@ setup(
     # in Python.
     ext_modules=[Extension("pynq_kv._respframe", ["pynq_kv/_respframe.c"], optional=True),
                  Extension("pynq_kv._respfast", ["pynq_kv/_respfast.c"], optional=True),
-                 Extension("pynq_kv._h3", ["pynq_kv/_h3.c"], optional=True)],
+                 Extension("pynq_kv._h3", ["pynq_kv/_h3.c"], optional=True),
+                 Extension("pynq_kv._slots", ["pynq_kv/_slots.c"], optional=True)],
 )

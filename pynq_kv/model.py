@@ -38,6 +38,11 @@ from .geometry import Geometry
 from .hashing import MASK64, hash_keys
 from .regmap import CONTROL_OPS
 
+try:
+    from ._slots import first_copies as _first_copies_c
+except ImportError:  # not built (no C compiler at install): _first_copy's numpy search
+    _first_copies_c = None
+
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
 # Status codes as plain ints: Enum attribute access costs a microsecond in hot paths, and numpy
@@ -98,6 +103,7 @@ class ModelBackend(Backend):
         # memcmp per slot, several times faster in numpy than comparing words and reducing.
         self._key_row = np.dtype((np.void, g.key_bytes))
         self._key_items = self._keys.view(self._key_row).reshape(-1)
+        self._key_bytes = self._keys.view(np.uint8)  # and as (capacity, KEY_BYTES) bytes, for C
         self._way_base = np.arange(g.ways, dtype=np.int64) * g.rows  # flat slot of (w, 0)
         self._row_mask = np.uint32(g.rows - 1)  # row_w(k) = H_w(k) mod ROWS (§3 step 5)
         self._rule_valid = np.zeros(g.rules, dtype=bool)
@@ -156,6 +162,17 @@ class ModelBackend(Backend):
         if not len(stash):
             return None
         return items[:, None] == self._key_items[stash], stash
+
+    def _first_copies(self, keys: np.ndarray) -> np.ndarray:
+        """Flat slot of each raw key's first copy (§5.1), -1 where it has none: one C call
+        where pynq_kv._slots was built, else _first_copy."""
+        hashes = self._hashes(keys)
+        if _first_copies_c is None:
+            return self._first_copy(self._key_items_of(keys), self._candidates_of(hashes))
+        found = np.empty(len(keys), dtype=np.int64)
+        _first_copies_c(np.ascontiguousarray(keys, dtype=np.uint8), np.ascontiguousarray(hashes),
+                        self._valid, self._key_bytes, self.geometry.rows, found)
+        return found
 
     def _first_copy(self, items: np.ndarray, candidates: np.ndarray) -> np.ndarray:
         """Flat slot of each key's first copy (§5.1), -1 where it has none.
@@ -256,7 +273,7 @@ class ModelBackend(Backend):
         return GetResult(hit, values)
 
     def _get_chunk(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        found = self._first_copy(self._key_items_of(keys), self._candidates(keys))
+        found = self._first_copies(keys)
         hit = found >= 0
         words = self._values.take(found, axis=0)  # a miss (-1) reads some slot; zeroed below
         if not hit.all():
@@ -271,7 +288,7 @@ class ModelBackend(Backend):
         for start in range(0, n, CHUNK):
             part = keys[start:start + CHUNK]
             words = self._key_words(part)
-            found = self._first_copy(self._key_items_of(part), self._candidates(part))
+            found = self._first_copies(part)
             ok = found >= 0
             kind[start:start + CHUNK][ok] = _EXACT
             values[start:start + CHUNK][ok] = self._values_out(self._values.take(found[ok], axis=0))

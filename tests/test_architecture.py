@@ -159,6 +159,7 @@ def test_the_graph_is_read() -> None:
     assert "pynq_kv.serve.resp.errors" in GRAPH["pynq_kv.serve.resp.server"]  # from . import errors
     assert "api.main" in GRAPH["pynq_kv.serve.runner"]  # a lazy import of pynq_kv_api.main
     assert "pynq_kv._h3" in GRAPH["pynq_kv.hashing"]  # an optional C extension
+    assert "pynq_kv._slots" in GRAPH["pynq_kv.model"]  # another
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
 
 

@@ -8,10 +8,14 @@ copies written with WRITE_SLOT, full candidate rows, stash use and exhaustion â€
 model as batches and through another one key per call, and compare every status, value,
 counter and slot, and with `ContractOracle` as the third opinion. Batch sizes reach past the
 hash's gather and per-position paths (`hashing.SMALL_BATCH`) too.
+
+GET and LOOKUP find each key's first copy with `pynq_kv._slots` (C) where it was built; the
+tests at the end compare it with the numpy search (`ModelBackend._first_copy`) it replaces.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections import Counter
 
@@ -24,7 +28,15 @@ from oracle import ContractOracle
 from pynq_kv.backend import SetStatus
 from pynq_kv.geometry import DEFAULT_HASH_SEED, Geometry
 from pynq_kv.hashing import SMALL_BATCH
+from pynq_kv import model as model_module
 from pynq_kv.model import ModelBackend
+
+try:
+    from pynq_kv._slots import first_copies as first_copies_c
+except ImportError:
+    first_copies_c = None
+
+needs_c = pytest.mark.skipif(first_copies_c is None, reason="pynq_kv._slots was not built")
 
 
 class Trio:
@@ -181,3 +193,57 @@ def test_paths_reached() -> None:
     for path in ("INSERTED", "INSERTED_STASH", "UPDATED", "FULL", "SET batch with repeats",
                  "SET of a key with several copies"):
         assert reached[path], path
+
+
+def test_the_model_uses_the_c_search_when_it_was_built() -> None:
+    assert (model_module._first_copies_c is None) == (first_copies_c is None)
+    if os.environ.get("CI"):  # make test installs a compiler and Python's headers: it is built
+        assert first_copies_c is not None
+
+
+@needs_c
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(geometries, st.integers(0, 2**32 - 1), st.integers(2, 60))
+def test_the_c_search_finds_the_numpy_searchs_slots(g: Geometry, seed: int, pool_size: int) -> None:
+    """After random batches and WRITE_SLOT copies (duplicates, misplaced copies, the stash),
+    every pool key and some unknown ones: the same first copy, or none, both ways."""
+    rng = random.Random(seed)
+    pool = [rng.getrandbits(g.key_width) for _ in range(pool_size)]
+    trio = Trio(g)
+    run(trio, rng, pool, steps=10, max_batch=20)
+    model = trio.batch
+    keys = trio.keys(pool + [rng.getrandbits(g.key_width) for _ in range(5)])
+    expected = model._first_copy(model._key_items_of(keys), model._candidates(keys))
+    got = model._first_copies(keys)
+    assert got.dtype == np.int64 and got.tolist() == expected.tolist()
+    for key, slot in zip(keys, got.tolist()):
+        assert slot < 0 or (model._valid[slot] and model._key_bytes[slot].tobytes() == key.tobytes())
+
+
+@needs_c
+def test_the_c_search_refuses_arrays_it_cannot_read() -> None:
+    g = Geometry(key_width=144, value_width=32, ways=2, rows=4, stash=2, rules=0)
+    model = ModelBackend(g)
+    keys = np.zeros((3, g.key_bytes), np.uint8)
+    hashes = np.zeros((3, 2), np.uint32)
+    out = np.zeros(3, np.int64)
+    first_copies_c(keys, hashes, model._valid, model._key_bytes, g.rows, out)  # the right shapes
+    assert out.tolist() == [-1, -1, -1]
+    for args, why in [
+        ((keys[:2], hashes, model._valid, model._key_bytes, 4, out), "a row per key"),
+        ((keys, hashes, model._valid, model._key_bytes, 3, out), "power of two"),
+        ((keys, np.zeros((3, 3), np.uint32), model._valid, model._key_bytes, 4, out), "ways do not fit"),
+        ((keys, hashes, model._valid[:-1], model._key_bytes, 4, out), "a row of KEY_BYTES"),
+        ((np.zeros((3, 8), np.uint8), hashes, model._valid, model._key_bytes, 4, out), "a row of KEY_BYTES"),
+        ((keys, hashes.astype(np.int64), model._valid, model._key_bytes, 4, out), "4-byte items"),
+        ((keys.ravel(), hashes, model._valid, model._key_bytes, 4, out), "2-D"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            first_copies_c(*args)
+    frozen = out.copy()
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        first_copies_c(keys, hashes, model._valid, model._key_bytes, 4, frozen)
+    with pytest.raises(ValueError, match="contiguous"):
+        first_copies_c(np.zeros((3, 2 * g.key_bytes), np.uint8)[:, ::2], hashes, model._valid,
+                       model._key_bytes, 4, out)
