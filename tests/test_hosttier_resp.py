@@ -425,6 +425,56 @@ def test_a_set_redis_refuses_leaves_the_entry_as_redis_left_the_key(servers: Any
         direct.config_set("maxmemory", "0")
 
 
+def test_sets_of_several_clients_sent_as_one_block_get_their_own_replies(servers: Any,
+                                                                      clients: Any) -> None:
+    """Plain SETs of several clients in one loop turn go to Redis as one block; when Redis
+    refuses some of them (an ACL that allows keys ok:* only), each client gets Redis' replies
+    to its own SETs in its own order, as from redis-server, and only acknowledged values
+    enter the engine."""
+    pynq, behind, reference = servers
+    direct = [clients(behind.port), clients(reference.port)]
+    # each client's own order of allowed and refused keys
+    orders = [[f"ok:{c}:1", f"no:{c}", f"ok:{c}:2", f"ok:{c}:3", f"no:{c}:2"][c % 5:] +
+              [f"ok:{c}:1", f"no:{c}", f"ok:{c}:2", f"ok:{c}:3", f"no:{c}:2"][:c % 5] for c in range(6)]
+    payloads = [b"".join(encode_command("SET", key, "v-%s" % key) for key in keys) for keys in orders]
+    for client in direct:
+        client.execute_command("ACL", "SETUSER", "default", "resetkeys", "~ok:*")
+    try:
+        replies = []
+        for port in (pynq.port, reference.port):
+            socks = [socket.create_connection((HOST, port), timeout=5) for _ in payloads]
+            try:
+                for sock, payload in zip(socks, payloads):  # all sent before any is read
+                    sock.sendall(payload)
+                got = []
+                for sock in socks:
+                    data = b""
+                    while data.count(b"\r\n") < 5:
+                        piece = sock.recv(65536)
+                        assert piece, "closed early"
+                        data += piece
+                    got.append(data)
+                replies.append(got)
+            finally:
+                for sock in socks:
+                    sock.close()
+    finally:
+        for client in direct:
+            client.execute_command("ACL", "SETUSER", "default", "resetkeys", "allkeys")
+    assert replies[0] == replies[1]
+    for keys, got in zip(orders, replies[0]):
+        assert [line[:1] for line in got.split(b"\r\n")[:5]] == [b"+" if k.startswith("ok") else b"-"
+                                                                 for k in keys]
+    for c in range(6):
+        for key in (f"ok:{c}:1", f"ok:{c}:2", f"ok:{c}:3"):
+            deadline = time.monotonic() + 2
+            while _engine_value(pynq, key.encode()) != b"v-" + key.encode():
+                assert time.monotonic() < deadline, key
+        for key in (f"no:{c}", f"no:{c}:2"):
+            assert _engine_value(pynq, key.encode()) is None
+            assert direct[0].get(key) is None
+
+
 def test_a_key_redis_lacks_needs_no_round_trip(servers: Any, clients: Any) -> None:
     """A GET of a key Redis does not have teaches pynq-kv that it is absent: later GETs (and an
     MGET of it with a key the engine holds) are answered without Redis, and the key's creation

@@ -13,7 +13,7 @@ a run ends differently:
   write it queued.
 
 Requests of all clients share one connection to Redis (they go out together, one pipeline per
-loop turn). A client moves to a connection of its own — for the rest of its life — when it
+loop turn; a run's plain SETs as one block with one reply handler, whichever clients sent them). A client moves to a connection of its own — for the rest of its life — when it
 changes what Redis keeps per connection (MULTI, WATCH, SELECT, HELLO 3, CLIENT TRACKING,
 SUBSCRIBE, MONITOR, ...) or may block (BLPOP, XREAD BLOCK, WAIT): Redis then sees that client as
 one client. Its commands wait until its requests on the shared connection are answered, so each
@@ -60,6 +60,7 @@ _TIER_DOWN = E.error_reply(E.TIER_DOWN)
 # Refused: they would act on pynq-kv's own connections to Redis (or stop that Redis).
 _REFUSED = {b"shutdown": E.TIER_SHUTDOWN, b"client|kill": E.TIER_CLIENT_KILL}
 _NIL2 = b"$-1\r\n"  # the shared connection's nil (RESP2); a RESP3 client gets "_"
+_OK = b"+OK\r\n"
 
 
 class Slot:
@@ -128,6 +129,10 @@ class Forwarder:
     def _answered(self, conn: Any, handler: Callable[[bytes], None], reply: bytes) -> None:
         conn.inflight -= 1
         handler(reply)
+        self._release(conn)
+
+    def _release(self, conn: Any) -> None:
+        """Send what conn held back for its replies on another connection, now they are in."""
         held = conn.held_sends
         while held and (not conn.inflight or held[0][0] is conn.inflight_link):
             self._send_now(conn, *held.popleft())
@@ -398,19 +403,65 @@ class Forwarder:
         self.tier.begin_writes(keys)
 
     def render_writes(self, items: list, keys: list[bytes], values: list[Any]) -> None:
-        """Each SET of the run to Redis; the engine takes the value once Redis acknowledged it."""
+        """Each SET of the run to Redis; the engine takes the value once Redis acknowledged it.
+
+        The SETs of every client that can send on the shared connection now (no earlier
+        request of its own waiting on another connection) go as one block: one write, one
+        reply handler, whichever clients sent them. A client's SETs keep their order, as
+        its replies keep their places (a reply slot each, taken here in the run's order)."""
+        link = self.tier.main if self.tier.up else None
+        shared: list[tuple[Any, Slot, int, int]] = []  # (client, its reply slot, first, count)
         j = 0
         for conn, kind, n in items:
             if kind == 0:
                 conn.out.append(n)
                 self.srv.error_replies += 1
                 continue
-            if kind == BATCH_SET:
+            count = 1 if kind == BATCH_SET else n
+            if link is not None and conn.link is None and not conn.held_sends and (
+                    not conn.inflight or conn.inflight_link is link):
+                shared.append((conn, self.slot(conn), j, count))
+            elif count == 1:
                 self._set(conn, keys[j], values[j])
-                j += 1
             else:
-                self._set_block(conn, keys[j:j + n], values[j:j + n])
-                j += n
+                self._set_block(conn, keys[j:j + count], values[j:j + count])
+            j += count
+        if shared:
+            self._set_shared(link, shared, keys, values)
+
+    def _set_shared(self, link: Link, shared: list, keys: list[bytes], values: list[Any]) -> None:
+        """render_writes' block of SETs on the shared connection, and its replies."""
+        tier = self.tier
+        sent: list[bytes] = []
+        texts: list[bytes] = []
+        for conn, _, first, count in shared:
+            conn.inflight += count
+            conn.inflight_link = link
+            sent += keys[first:first + count]
+            texts += [v if isinstance(v, bytes) else str(v).encode() for v in values[first:first + count]]
+        total = len(sent)
+        tier.stats.forwarded += total
+        ticket = tier.tickets_for(total)
+
+        def done(replies: bytes, errors: int) -> None:
+            every_ok = replies == _OK * total
+            own = None if every_ok else _split(replies, total)
+            pos = 0
+            for conn, slot, _, count in shared:
+                end = pos + count
+                conn.inflight -= count
+                if every_ok:
+                    for k in range(pos, end):
+                        tier.write_answered(ticket, sent[k], texts[k])
+                    self.answer(conn, slot, _OK * count, 0)
+                else:
+                    for k in range(pos, end):
+                        tier.write_answered(ticket, sent[k], texts[k] if own[k] == _OK else None)
+                    self.answer(conn, slot, b"".join(own[pos:end]), _errors(own[pos:end]))
+                self._release(conn)
+                pos = end
+
+        link.send_many(encode_block(([b"SET"] * total, sent, texts)), total, done)
 
     def _set_block(self, conn: Any, keys: list[bytes], values: list[Any]) -> None:
         """A block of pipelined SETs: to Redis in one piece, one reply slot, a fill for each."""
@@ -427,12 +478,12 @@ class Forwarder:
         slot = self.slot(conn)
 
         def done(replies: bytes, errors: int) -> None:
-            if replies == b"+OK\r\n" * count:
+            if replies == _OK * count:
                 for key, text in zip(keys, texts):
                     tier.write_answered(ticket, key, text)
             else:  # some SET failed: only those acknowledged change the engine
                 for key, text, got in zip(keys, texts, _split(replies, count)):
-                    tier.write_answered(ticket, key, text if got == b"+OK\r\n" else None)
+                    tier.write_answered(ticket, key, text if got == _OK else None)
             self.answer(conn, slot, replies, errors)
 
         conn.inflight += count
@@ -454,7 +505,7 @@ class Forwarder:
         ticket = tier.ticket()
 
         def done(reply: bytes) -> None:
-            tier.write_answered(ticket, key, text if reply == b"+OK\r\n" else None)
+            tier.write_answered(ticket, key, text if reply == _OK else None)
             self.answer(conn, slot, reply)
 
         self._send(conn, link, encode_command([b"SET", key, text]), done)
