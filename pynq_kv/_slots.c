@@ -1,21 +1,29 @@
-/* pynq_kv._slots: each key's first copy in the model's table (docs/engine.md §5.1), in C, for
- * pynq_kv.model.ModelBackend's GET and LOOKUP batches.
+/* pynq_kv._slots: a batch's search of the model's table in C (docs/engine.md §5.1, §5.4), for
+ * pynq_kv.model.ModelBackend's GET, LOOKUP and SET batches.
  *
- * first_copies(keys, hashes, valid, table, rows, out) writes, for every key i, the flat slot of
- * its first copy into out[i], or -1 where the table holds none:
+ * Every function takes the batch and the table as:
  *   keys    (N, KEY_BYTES) uint8, C-contiguous: the raw keys;
  *   hashes  (N, WAYS) uint32, C-contiguous: H_w of every key (pynq_kv.hashing.hash_keys);
  *   valid   (CAPACITY,) bool / uint8: slot holds a key;
  *   table   (CAPACITY, KEY_BYTES) uint8, C-contiguous: the key of every slot;
  *   rows    ROWS, a power of two; way w's slots are w * ROWS ... w * ROWS + ROWS - 1 and the
- *           stash follows the ways (CAPACITY - WAYS * ROWS slots);
- *   out     (N,) int64, writable.
- * A key's candidates are slot w * ROWS + (H_w & (ROWS - 1)) of each way, then every stash slot.
- * Flat slot numbers grow in that order, so the first copy found is the one with the smallest
- * slot number, which §5.1 prefers. ModelBackend._first_copy holds the same search in numpy,
- * used where this module was not built; tests/test_model_slots.py checks one against the
- * other. In numpy the search costs a few dozen array calls a batch, most of a small batch's
- * time, and the candidate compares through temporaries, about a third of a large one's. */
+ *           stash follows the ways (CAPACITY - WAYS * ROWS slots).
+ * A key's candidates are slot w * ROWS + (H_w & (ROWS - 1)) of each way, then every stash slot;
+ * flat slot numbers grow in that order.
+ *
+ * first_copies(keys, hashes, valid, table, rows, out): out[i] ((N,) int64) = the flat slot of
+ * key i's first copy, the one with the smallest slot number, which §5.1 prefers; -1 if none.
+ *
+ * update_copies(keys, hashes, valid, table, values, new_values, rows, existed): the update half
+ * of a SET batch. Key by key in batch order, every copy of key i takes new_values[i] ((N,
+ * VALUE_BYTES) uint8) in values ((CAPACITY, VALUE_BYTES) uint8, writable), so each copy ends
+ * with the value of its key's last occurrence, as the SETs one after another would leave it;
+ * existed[i] ((N,) bool, writable) = key i had a copy. Keys with none are placed by the caller.
+ *
+ * ModelBackend holds the same in numpy (_first_copy; _all_copies and _one_per_slot), used where
+ * this module was not built; tests/test_model_fastpath.py checks one against the other. In
+ * numpy a small batch costs a few dozen array calls, most of its time, and a large one's
+ * candidate compares go through temporaries. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,6 +46,55 @@ static int get_buffer(PyObject *obj, Py_buffer *view, int ndim, Py_ssize_t items
     return 0;
 }
 
+/* The arrays of a call, checked: views[i] of objs[i] with ndims[i] dimensions of sizes[i]-byte
+ * items, writable where writable[i]. Returns how many were got (all of them, or fewer after an
+ * error, which is set); the caller releases that many. */
+static int get_buffers(PyObject **objs, Py_buffer *views, int count, const int *ndims,
+                       const Py_ssize_t *sizes, const int *writable, const char **names)
+{
+    int got = 0;
+    for (; got < count; got++)
+        if (get_buffer(objs[got], &views[got], ndims[got], sizes[got], writable[got], names[got]) < 0)
+            break;
+    return got;
+}
+
+/* The shapes every search needs: keys (N, KEY_BYTES), hashes (N, WAYS), valid (CAPACITY,),
+ * table (CAPACITY, KEY_BYTES), rows. NULL if they fit, else what is wrong. */
+static const char *check_table(Py_buffer *keys, Py_buffer *hashes, Py_buffer *valid,
+                               Py_buffer *table, Py_ssize_t rows)
+{
+    if (hashes->shape[0] != keys->shape[0])
+        return "keys and hashes must have a row per key";
+    if (table->shape[0] != valid->shape[0] || table->shape[1] != keys->shape[1])
+        return "table must have a row of KEY_BYTES per slot of valid";
+    if (rows < 1 || (rows & (rows - 1)) != 0)
+        return "rows must be a power of two";
+    if (hashes->shape[1] < 1 || hashes->shape[1] > valid->shape[0] / rows)
+        return "the ways do not fit the table";
+    return NULL;
+}
+
+/* Whether slot holds key. */
+static inline int holds(const uint8_t *valid, const uint8_t *table, Py_ssize_t key_bytes,
+                        Py_ssize_t slot, const uint8_t *key)
+{
+    return valid[slot] && memcmp(table + slot * key_bytes, key, (size_t)key_bytes) == 0;
+}
+
+static PyObject *finish(Py_buffer *views, int got, int count, const char *problem)
+{
+    for (int i = 0; i < got; i++)
+        PyBuffer_Release(&views[i]);
+    if (got < count)
+        return NULL;
+    if (problem != NULL) {
+        PyErr_SetString(PyExc_ValueError, problem);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *first_copies(PyObject *self, PyObject *args)
 {
     PyObject *objs[5];
@@ -47,66 +104,108 @@ static PyObject *first_copies(PyObject *self, PyObject *args)
         return NULL;
     static const int ndims[5] = {2, 2, 1, 2, 1};
     static const Py_ssize_t sizes[5] = {1, 4, 1, 1, 8};
+    static const int writable[5] = {0, 0, 0, 0, 1};
     static const char *names[5] = {"keys", "hashes", "valid", "table", "out"};
     Py_buffer views[5];
-    int got = 0;
-    for (; got < 5; got++)
-        if (get_buffer(objs[got], &views[got], ndims[got], sizes[got], got == 4, names[got]) < 0)
-            break;
-    const char *problem = NULL;
-    Py_ssize_t n = 0, key_bytes = 0, ways = 0, capacity = 0;
-    if (got == 5) {
-        n = views[0].shape[0];
-        key_bytes = views[0].shape[1];
-        ways = views[1].shape[1];
-        capacity = views[2].shape[0];
-        if (views[1].shape[0] != n || views[4].shape[0] != n)
-            problem = "keys, hashes and out must have a row per key";
-        else if (views[3].shape[0] != capacity || views[3].shape[1] != key_bytes)
-            problem = "table must have a row of KEY_BYTES per slot of valid";
-        else if (rows < 1 || (rows & (rows - 1)) != 0)
-            problem = "rows must be a power of two";
-        else if (ways < 1 || ways > capacity / rows)
-            problem = "the ways do not fit the table";
-    }
-    if (got == 5 && problem == NULL) {
-        const uint8_t *key = (const uint8_t *)views[0].buf;
-        const uint32_t *hash = (const uint32_t *)views[1].buf;
-        const uint8_t *valid = (const uint8_t *)views[2].buf;
-        const uint8_t *slots = (const uint8_t *)views[3].buf;
-        int64_t *dst = (int64_t *)views[4].buf;
-        const Py_ssize_t way_slots = ways * rows;
-        const uint32_t mask = (uint32_t)(rows - 1);
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++, key += key_bytes, hash += ways) {
-            int64_t found = -1;
-            for (Py_ssize_t w = 0; w < ways && found < 0; w++) {
-                Py_ssize_t slot = w * rows + (Py_ssize_t)(hash[w] & mask);
-                if (valid[slot] && memcmp(slots + slot * key_bytes, key, (size_t)key_bytes) == 0)
-                    found = slot;
-            }
-            for (Py_ssize_t slot = way_slots; slot < capacity && found < 0; slot++)
-                if (valid[slot] && memcmp(slots + slot * key_bytes, key, (size_t)key_bytes) == 0)
-                    found = slot;
-            dst[i] = found;
-        }
-        Py_END_ALLOW_THREADS
-    }
-    for (int i = 0; i < got; i++)
-        PyBuffer_Release(&views[i]);
+    int got = get_buffers(objs, views, 5, ndims, sizes, writable, names);
     if (got < 5)
-        return NULL;
-    if (problem != NULL) {
-        PyErr_SetString(PyExc_ValueError, problem);
-        return NULL;
+        return finish(views, got, 5, NULL);
+    const char *problem = check_table(&views[0], &views[1], &views[2], &views[3], rows);
+    if (problem == NULL && views[4].shape[0] != views[0].shape[0])
+        problem = "out must have a row per key";
+    if (problem != NULL)
+        return finish(views, got, 5, problem);
+
+    const Py_ssize_t n = views[0].shape[0], key_bytes = views[0].shape[1];
+    const Py_ssize_t ways = views[1].shape[1], capacity = views[2].shape[0];
+    const uint8_t *key = (const uint8_t *)views[0].buf;
+    const uint32_t *hash = (const uint32_t *)views[1].buf;
+    const uint8_t *valid = (const uint8_t *)views[2].buf;
+    const uint8_t *table = (const uint8_t *)views[3].buf;
+    int64_t *dst = (int64_t *)views[4].buf;
+    const uint32_t mask = (uint32_t)(rows - 1);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++, key += key_bytes, hash += ways) {
+        int64_t found = -1;
+        for (Py_ssize_t w = 0; w < ways && found < 0; w++) {
+            Py_ssize_t slot = w * rows + (Py_ssize_t)(hash[w] & mask);
+            if (holds(valid, table, key_bytes, slot, key))
+                found = slot;
+        }
+        for (Py_ssize_t slot = ways * rows; slot < capacity && found < 0; slot++)
+            if (holds(valid, table, key_bytes, slot, key))
+                found = slot;
+        dst[i] = found;
     }
-    Py_RETURN_NONE;
+    Py_END_ALLOW_THREADS
+    return finish(views, got, 5, NULL);
+}
+
+static PyObject *update_copies(PyObject *self, PyObject *args)
+{
+    PyObject *objs[7];
+    Py_ssize_t rows;
+    if (!PyArg_ParseTuple(args, "OOOOOOnO:update_copies", &objs[0], &objs[1], &objs[2], &objs[3],
+                          &objs[4], &objs[5], &rows, &objs[6]))
+        return NULL;
+    static const int ndims[7] = {2, 2, 1, 2, 2, 2, 1};
+    static const Py_ssize_t sizes[7] = {1, 4, 1, 1, 1, 1, 1};
+    static const int writable[7] = {0, 0, 0, 0, 1, 0, 1};
+    static const char *names[7] = {"keys", "hashes", "valid", "table", "values", "new_values",
+                                   "existed"};
+    Py_buffer views[7];
+    int got = get_buffers(objs, views, 7, ndims, sizes, writable, names);
+    if (got < 7)
+        return finish(views, got, 7, NULL);
+    const char *problem = check_table(&views[0], &views[1], &views[2], &views[3], rows);
+    if (problem == NULL && (views[4].shape[0] != views[2].shape[0]
+                            || views[5].shape[0] != views[0].shape[0]
+                            || views[5].shape[1] != views[4].shape[1]))
+        problem = "values must have a row per slot, new_values one of the same width per key";
+    if (problem == NULL && views[6].shape[0] != views[0].shape[0])
+        problem = "existed must have a row per key";
+    if (problem != NULL)
+        return finish(views, got, 7, problem);
+
+    const Py_ssize_t n = views[0].shape[0], key_bytes = views[0].shape[1];
+    const Py_ssize_t ways = views[1].shape[1], capacity = views[2].shape[0];
+    const Py_ssize_t value_bytes = views[4].shape[1];
+    const uint8_t *key = (const uint8_t *)views[0].buf;
+    const uint32_t *hash = (const uint32_t *)views[1].buf;
+    const uint8_t *valid = (const uint8_t *)views[2].buf;
+    const uint8_t *table = (const uint8_t *)views[3].buf;
+    uint8_t *values = (uint8_t *)views[4].buf;
+    const uint8_t *value = (const uint8_t *)views[5].buf;
+    uint8_t *existed = (uint8_t *)views[6].buf;
+    const uint32_t mask = (uint32_t)(rows - 1);
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++, key += key_bytes, hash += ways, value += value_bytes) {
+        uint8_t any = 0;
+        for (Py_ssize_t w = 0; w < ways; w++) {
+            Py_ssize_t slot = w * rows + (Py_ssize_t)(hash[w] & mask);
+            if (holds(valid, table, key_bytes, slot, key)) {
+                memcpy(values + slot * value_bytes, value, (size_t)value_bytes);
+                any = 1;
+            }
+        }
+        for (Py_ssize_t slot = ways * rows; slot < capacity; slot++)
+            if (holds(valid, table, key_bytes, slot, key)) {
+                memcpy(values + slot * value_bytes, value, (size_t)value_bytes);
+                any = 1;
+            }
+        existed[i] = any;
+    }
+    Py_END_ALLOW_THREADS
+    return finish(views, got, 7, NULL);
 }
 
 static PyMethodDef methods[] = {
     {"first_copies", first_copies, METH_VARARGS,
      "first_copies(keys, hashes, valid, table, rows, out): out[i] = flat slot of key i's first "
      "copy, -1 if none."},
+    {"update_copies", update_copies, METH_VARARGS,
+     "update_copies(keys, hashes, valid, table, values, new_values, rows, existed): every copy "
+     "of key i takes new_values[i], in key order; existed[i] = key i had a copy."},
     {NULL, NULL, 0, NULL},
 };
 

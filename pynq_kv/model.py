@@ -39,9 +39,9 @@ from .hashing import MASK64, hash_keys
 from .regmap import CONTROL_OPS
 
 try:
-    from ._slots import first_copies as _first_copies_c
-except ImportError:  # not built (no C compiler at install): _first_copy's numpy search
-    _first_copies_c = None
+    from ._slots import first_copies as _first_copies_c, update_copies as _update_copies_c
+except ImportError:  # not built (no C compiler at install): the numpy searches below
+    _first_copies_c = _update_copies_c = None
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
@@ -104,6 +104,7 @@ class ModelBackend(Backend):
         self._key_row = np.dtype((np.void, g.key_bytes))
         self._key_items = self._keys.view(self._key_row).reshape(-1)
         self._key_bytes = self._keys.view(np.uint8)  # and as (capacity, KEY_BYTES) bytes, for C
+        self._value_bytes = self._values.view(np.uint8)  # (capacity, VALUE_BYTES), for C
         self._way_base = np.arange(g.ways, dtype=np.int64) * g.rows  # flat slot of (w, 0)
         self._row_mask = np.uint32(g.rows - 1)  # row_w(k) = H_w(k) mod ROWS (§3 step 5)
         self._rule_valid = np.zeros(g.rules, dtype=bool)
@@ -357,24 +358,38 @@ class ModelBackend(Backend):
         items = self._key_items_of(keys)
         value_words = self._value_words(values)
         hashes = self._hashes(keys)
-        candidates = self._candidates_of(hashes)
-
-        # Keys already in the table: every copy takes the value of the key's last occurrence.
-        owners, slots = self._all_copies(items, candidates)
-        existed = np.zeros(n, dtype=bool)
-        existed[owners] = True
-        slots, owners = self._one_per_slot(owners, slots, n, last=True)
-        self._values[slots] = value_words[owners]
+        existed = self._update_copies(keys, hashes, items, value_words)
 
         status = np.full(n, _UPDATED, dtype=np.uint8)
         new = np.flatnonzero(~existed)
-        inserted = self._insert(new, items, hashes, candidates, value_words, status) if len(new) else 0
+        inserted = self._insert(new, items, hashes, self._candidates_of(hashes), value_words,
+                                status) if len(new) else 0
         failures = int(np.count_nonzero(status == _FULL))
         self._count("inserts", inserted)
         self._count("updates", n - inserted - failures)
         self._count("insert_failures", failures)
         self._count("occupancy", inserted)
         return status
+
+    def _update_copies(self, keys: np.ndarray, hashes: np.ndarray, items: np.ndarray,
+                       value_words: np.ndarray) -> np.ndarray:
+        """SET's update of the keys already in the table: every copy takes the value of its
+        key's last occurrence in the batch. Returns which keys had a copy. One C call where
+        pynq_kv._slots was built, else a vectorized pass over all copies."""
+        n = len(keys)
+        existed = np.empty(n, dtype=bool)
+        if _update_copies_c is not None:
+            _update_copies_c(np.ascontiguousarray(keys, dtype=np.uint8), np.ascontiguousarray(hashes),
+                             self._valid, self._key_bytes, self._value_bytes,
+                             np.ascontiguousarray(value_words).view(np.uint8).reshape(n, -1),
+                             self.geometry.rows, existed)
+            return existed
+        owners, slots = self._all_copies(items, self._candidates_of(hashes))
+        existed[:] = False
+        existed[owners] = True
+        slots, owners = self._one_per_slot(owners, slots, n, last=True)
+        self._values[slots] = value_words[owners]
+        return existed
 
     def _insert(self, new: np.ndarray, items: np.ndarray, hashes: np.ndarray, candidates: np.ndarray,
                 value_words: np.ndarray, status: np.ndarray) -> int:

@@ -9,8 +9,10 @@ model as batches and through another one key per call, and compare every status,
 counter and slot, and with `ContractOracle` as the third opinion. Batch sizes reach past the
 hash's gather and per-position paths (`hashing.SMALL_BATCH`) too.
 
-GET and LOOKUP find each key's first copy with `pynq_kv._slots` (C) where it was built; the
-tests at the end compare it with the numpy search (`ModelBackend._first_copy`) it replaces.
+Where `pynq_kv._slots` (C) was built, GET and LOOKUP find each key's first copy with it and
+SET updates the keys already in the table with it; the random runs take both that and the numpy
+code (`ModelBackend._first_copy`, `_all_copies`) it stands in for, and the tests at the end
+compare the two directly.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
+from contextlib import nullcontext
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -32,11 +36,19 @@ from pynq_kv import model as model_module
 from pynq_kv.model import ModelBackend
 
 try:
-    from pynq_kv._slots import first_copies as first_copies_c
+    from pynq_kv._slots import first_copies as first_copies_c, update_copies as update_copies_c
 except ImportError:
-    first_copies_c = None
+    first_copies_c = update_copies_c = None
 
 needs_c = pytest.mark.skipif(first_copies_c is None, reason="pynq_kv._slots was not built")
+SEARCHES = ["c", "numpy"]
+
+
+def search(kind: str):
+    """The model's table search for this test: C (as built) or the numpy code."""
+    if kind == "c":
+        return nullcontext()
+    return mock.patch.multiple(model_module, _first_copies_c=None, _update_copies_c=None)
 
 
 class Trio:
@@ -151,17 +163,20 @@ geometries = st.builds(
 )
 
 
+@pytest.mark.parametrize("kind", SEARCHES)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(geometries, st.integers(0, 2**32 - 1), st.integers(2, 60))
-def test_small_batches_equal_one_at_a_time(g: Geometry, seed: int, pool_size: int) -> None:
+def test_small_batches_equal_one_at_a_time(kind: str, g: Geometry, seed: int, pool_size: int) -> None:
     rng = random.Random(seed)
     pool = [rng.getrandbits(g.key_width) if rng.random() < 0.8 else rng.getrandbits(12)
             for _ in range(pool_size)]
-    run(Trio(g), rng, pool, steps=25, max_batch=40)
+    with search(kind):
+        run(Trio(g), rng, pool, steps=25, max_batch=40)
 
 
+@pytest.mark.parametrize("kind", SEARCHES)
 @pytest.mark.parametrize("key_width, ways", [(288, 4), (144, 3)])
-def test_batches_across_hash_paths_equal_one_at_a_time(key_width: int, ways: int) -> None:
+def test_batches_across_hash_paths_equal_one_at_a_time(kind: str, key_width: int, ways: int) -> None:
     """Batches of a few hundred to a few thousand keys (both hash paths, several gathers) into
     a table that overflows, with repeats."""
     g = Geometry(key_width=key_width, value_width=32, ways=ways, rows=256, stash=8, rules=0)
@@ -171,13 +186,14 @@ def test_batches_across_hash_paths_equal_one_at_a_time(key_width: int, ways: int
     pool = [int.from_bytes(bytes([12]) + b"key:%08d" % i + bytes(kb - 13), "big") for i in range(900)]
     pool += [rng.getrandbits(key_width) for _ in range(900)]
     trio = Trio(g)
-    for n in (300, SMALL_BATCH, SMALL_BATCH + 1, 2500):
-        keys = [rng.choice(pool) for _ in range(n)]
-        trio.set(keys, [rng.getrandbits(32).to_bytes(4, "big") for _ in keys])
-        trio.check()
-        trio.get(keys[::-1])
-        trio.delete(keys[: n // 5])
-        trio.check()
+    with search(kind):
+        for n in (300, SMALL_BATCH, SMALL_BATCH + 1, 2500):
+            keys = [rng.choice(pool) for _ in range(n)]
+            trio.set(keys, [rng.getrandbits(32).to_bytes(4, "big") for _ in keys])
+            trio.check()
+            trio.get(keys[::-1])
+            trio.delete(keys[: n // 5])
+            trio.check()
     assert trio.reached["FULL"] and trio.reached["INSERTED_STASH"]
 
 
@@ -197,6 +213,7 @@ def test_paths_reached() -> None:
 
 def test_the_model_uses_the_c_search_when_it_was_built() -> None:
     assert (model_module._first_copies_c is None) == (first_copies_c is None)
+    assert (model_module._update_copies_c is None) == (update_copies_c is None)
     if os.environ.get("CI"):  # make test installs a compiler and Python's headers: it is built
         assert first_copies_c is not None
 
@@ -247,3 +264,51 @@ def test_the_c_search_refuses_arrays_it_cannot_read() -> None:
     with pytest.raises(ValueError, match="contiguous"):
         first_copies_c(np.zeros((3, 2 * g.key_bytes), np.uint8)[:, ::2], hashes, model._valid,
                        model._key_bytes, 4, out)
+
+
+@needs_c
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(geometries, st.integers(0, 2**32 - 1), st.integers(2, 40))
+def test_the_c_update_leaves_the_table_as_the_numpy_one(g: Geometry, seed: int, pool_size: int) -> None:
+    """Two models through the same random runs, one updating in C and one in numpy: the same
+    table, slot for slot, and the same counters, after SET batches with repeats, duplicate and
+    misplaced copies."""
+    pool = [random.Random(seed).getrandbits(g.key_width) for _ in range(pool_size)]
+    trios = []
+    for kind in SEARCHES:
+        trio = Trio(g)
+        with search(kind):
+            run(trio, random.Random(seed), pool, steps=15, max_batch=30)
+        trios.append(trio)
+    c, numpy = (t.batch for t in trios)
+    assert c.counters() == numpy.counters()
+    for name in ("_valid", "_keys", "_values"):
+        assert np.array_equal(getattr(c, name), getattr(numpy, name)), name
+
+
+@needs_c
+def test_the_c_update_refuses_arrays_it_cannot_read() -> None:
+    g = Geometry(key_width=144, value_width=32, ways=2, rows=4, stash=2, rules=0)
+    model = ModelBackend(g)
+    keys = np.zeros((3, g.key_bytes), np.uint8)
+    hashes = np.zeros((3, 2), np.uint32)
+    new_values = np.ones((3, g.value_bytes), np.uint8)
+    existed = np.ones(3, bool)
+    table = (model._valid, model._key_bytes, model._value_bytes)
+    update_copies_c(keys, hashes, *table, new_values, g.rows, existed)  # the right shapes
+    assert existed.tolist() == [False] * 3 and not model._value_bytes.any()
+    for args, why in [
+        ((keys, hashes, *table, new_values[:2], 4, existed), "new_values one of the same width"),
+        ((keys, hashes, *table, np.ones((3, 5), np.uint8), 4, existed), "same width"),
+        ((keys, hashes, model._valid, model._key_bytes, model._value_bytes[:-1], new_values, 4, existed),
+         "a row per slot"),
+        ((keys, hashes, *table, new_values, 4, existed[:2]), "existed must have a row per key"),
+        ((keys, hashes, *table, new_values, 6, existed), "power of two"),
+        ((keys, hashes[:1], *table, new_values, 4, existed), "a row per key"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            update_copies_c(*args)
+    frozen = model._value_bytes.copy()
+    frozen.setflags(write=False)
+    with pytest.raises(ValueError, match="read-only"):
+        update_copies_c(keys, hashes, model._valid, model._key_bytes, frozen, new_values, 4, existed)
