@@ -226,8 +226,9 @@ class Tier:
 
     async def close(self) -> None:
         self._closing = True
-        if self._reconnecting is not None:
-            self._reconnecting.cancel()
+        if self._reconnecting is not None and not self._reconnecting.done():
+            self._reconnecting.cancel()  # and let it end, so no pending task outlives the loop
+            await asyncio.gather(self._reconnecting, return_exceptions=True)
         for link in list(self._dedicated):
             link.close()
         for link in (self.main, self.main3):

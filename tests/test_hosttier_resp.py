@@ -563,6 +563,11 @@ def test_redis_gone_gives_errors_and_empties_the_engine() -> None:
             with pytest.raises(redis.ResponseError, match="host tier"):
                 command()
         r.close()
+        async def close() -> bool:
+            reconnecting = pynq.tier._reconnecting  # in its back-off sleep
+            await pynq.tier.close()
+            return reconnecting is not None and reconnecting.done()
+        assert pynq.run(close())  # ended by close, not left pending when the loop ends
     finally:
         pynq.stop()
 
