@@ -10,7 +10,9 @@ earliest key would have done had the keys been applied one after another.
 
 Front-ends hand the model many small batches (a pipeline's worth of keys), so the common case
 costs a fixed few dozen numpy calls: the batch's keys are grouped (sorted) only when new keys
-appear in it more than once.
+appear in it more than once. The search of the table for a batch's keys — each key's first copy
+(GET, LOOKUP), the update of every copy (SET) — is one C call where pynq_kv._slots was built,
+and the numpy code here where it was not.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ a run ends differently:
   write it queued.
 
 Requests of all clients share one connection to Redis (they go out together, one pipeline per
-loop turn; a run's plain SETs as one block with one reply handler, whichever clients sent them). A client moves to a connection of its own — for the rest of its life — when it
+loop turn; a run's plain SETs as one block with one reply handler, whichever clients sent
+them). A client moves to a connection of its own — for the rest of its life — when it
 changes what Redis keeps per connection (MULTI, WATCH, SELECT, HELLO 3, CLIENT TRACKING,
 SUBSCRIBE, MONITOR, ...) or may block (BLPOP, XREAD BLOCK, WAIT): Redis then sees that client as
 one client. Its commands wait until its requests on the shared connection are answered, so each
