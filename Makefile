@@ -36,7 +36,7 @@ comma := ,
 # make run: the private host tier (docs/hosttier.md); a C compiler and Python's headers for
 # pynq_kv/_respframe.c (the host tier's reply framing), pynq_kv/_respfast.c (the RESP
 # request parser's fast path), pynq_kv/_h3.c (the model's H3 hashing) and pynq_kv/_slots.c (the
-# model's search for a key's first copy); without them pip installs the slower Python code instead
+# model's table search); without them pip installs the slower Python code instead
 BASE_DEPS := python3-venv redis-server gcc python3-dev
 DEPS      := $(BASE_DEPS) $(shell sed -e 's/\#.*//' apt-packages.txt hw/apt-packages.txt 2>/dev/null)
 check_python3-venv = $(PYTHON) -c 'import venv, ensurepip'

@@ -64,9 +64,9 @@ setup(
     include_package_data=False,
     cmdclass={"build_py": BuildPy},
     # RESP reply framing in C for the host tier (pynq_kv.redislink), the request parser's
-    # fast path (pynq_kv.serve.resp.protocol) and the model's H3 hashing (pynq_kv.hashing):
-    # optional, so a machine without a C compiler still installs pynq-kv, with the same code
-    # in Python.
+    # fast path (pynq_kv.serve.resp.protocol), the model's H3 hashing (pynq_kv.hashing) and its
+    # table search (pynq_kv.model): optional, so a machine without a C compiler still installs
+    # pynq-kv, with the same code in Python.
     ext_modules=[Extension("pynq_kv._respframe", ["pynq_kv/_respframe.c"], optional=True),
                  Extension("pynq_kv._respfast", ["pynq_kv/_respfast.c"], optional=True),
                  Extension("pynq_kv._h3", ["pynq_kv/_h3.c"], optional=True),

@@ -75,11 +75,36 @@ static const char *check_table(Py_buffer *keys, Py_buffer *hashes, Py_buffer *va
     return NULL;
 }
 
-/* Whether slot holds key. */
-static inline int holds(const uint8_t *valid, const uint8_t *table, Py_ssize_t key_bytes,
-                        Py_ssize_t slot, const uint8_t *key)
+/* The table as the searches read it (check_table has passed). */
+struct table {
+    const uint8_t *valid, *keys;
+    Py_ssize_t key_bytes, ways, rows, capacity;
+};
+
+static struct table table_of(Py_buffer *hashes, Py_buffer *valid, Py_buffer *table,
+                             Py_ssize_t rows)
 {
-    return valid[slot] && memcmp(table + slot * key_bytes, key, (size_t)key_bytes) == 0;
+    struct table t = {(const uint8_t *)valid->buf, (const uint8_t *)table->buf, table->shape[1],
+                      hashes->shape[1], rows, valid->shape[0]};
+    return t;
+}
+
+/* The next slot after `after` (-1: from the start), in candidate order, that holds key; -1 if
+ * none does. hash: the key's WAYS hashes. */
+static Py_ssize_t next_copy(const struct table *t, const uint8_t *key, const uint32_t *hash,
+                            Py_ssize_t after)
+{
+    const Py_ssize_t way_slots = t->ways * t->rows;
+    Py_ssize_t w = after < 0 ? 0 : after < way_slots ? after / t->rows + 1 : t->ways;
+    for (; w < t->ways; w++) {
+        Py_ssize_t slot = w * t->rows + (Py_ssize_t)(hash[w] & (uint32_t)(t->rows - 1));
+        if (t->valid[slot] && memcmp(t->keys + slot * t->key_bytes, key, (size_t)t->key_bytes) == 0)
+            return slot;
+    }
+    for (Py_ssize_t slot = after < way_slots ? way_slots : after + 1; slot < t->capacity; slot++)
+        if (t->valid[slot] && memcmp(t->keys + slot * t->key_bytes, key, (size_t)t->key_bytes) == 0)
+            return slot;
+    return -1;
 }
 
 static PyObject *finish(Py_buffer *views, int got, int count, const char *problem)
@@ -116,27 +141,14 @@ static PyObject *first_copies(PyObject *self, PyObject *args)
     if (problem != NULL)
         return finish(views, got, 5, problem);
 
-    const Py_ssize_t n = views[0].shape[0], key_bytes = views[0].shape[1];
-    const Py_ssize_t ways = views[1].shape[1], capacity = views[2].shape[0];
+    const struct table t = table_of(&views[1], &views[2], &views[3], rows);
+    const Py_ssize_t n = views[0].shape[0];
     const uint8_t *key = (const uint8_t *)views[0].buf;
     const uint32_t *hash = (const uint32_t *)views[1].buf;
-    const uint8_t *valid = (const uint8_t *)views[2].buf;
-    const uint8_t *table = (const uint8_t *)views[3].buf;
     int64_t *dst = (int64_t *)views[4].buf;
-    const uint32_t mask = (uint32_t)(rows - 1);
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++, key += key_bytes, hash += ways) {
-        int64_t found = -1;
-        for (Py_ssize_t w = 0; w < ways && found < 0; w++) {
-            Py_ssize_t slot = w * rows + (Py_ssize_t)(hash[w] & mask);
-            if (holds(valid, table, key_bytes, slot, key))
-                found = slot;
-        }
-        for (Py_ssize_t slot = ways * rows; slot < capacity && found < 0; slot++)
-            if (holds(valid, table, key_bytes, slot, key))
-                found = slot;
-        dst[i] = found;
-    }
+    for (Py_ssize_t i = 0; i < n; i++, key += t.key_bytes, hash += t.ways)
+        dst[i] = next_copy(&t, key, hash, -1);
     Py_END_ALLOW_THREADS
     return finish(views, got, 5, NULL);
 }
@@ -167,33 +179,19 @@ static PyObject *update_copies(PyObject *self, PyObject *args)
     if (problem != NULL)
         return finish(views, got, 7, problem);
 
-    const Py_ssize_t n = views[0].shape[0], key_bytes = views[0].shape[1];
-    const Py_ssize_t ways = views[1].shape[1], capacity = views[2].shape[0];
-    const Py_ssize_t value_bytes = views[4].shape[1];
+    const struct table t = table_of(&views[1], &views[2], &views[3], rows);
+    const Py_ssize_t n = views[0].shape[0], value_bytes = views[4].shape[1];
     const uint8_t *key = (const uint8_t *)views[0].buf;
     const uint32_t *hash = (const uint32_t *)views[1].buf;
-    const uint8_t *valid = (const uint8_t *)views[2].buf;
-    const uint8_t *table = (const uint8_t *)views[3].buf;
     uint8_t *values = (uint8_t *)views[4].buf;
     const uint8_t *value = (const uint8_t *)views[5].buf;
     uint8_t *existed = (uint8_t *)views[6].buf;
-    const uint32_t mask = (uint32_t)(rows - 1);
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < n; i++, key += key_bytes, hash += ways, value += value_bytes) {
-        uint8_t any = 0;
-        for (Py_ssize_t w = 0; w < ways; w++) {
-            Py_ssize_t slot = w * rows + (Py_ssize_t)(hash[w] & mask);
-            if (holds(valid, table, key_bytes, slot, key)) {
-                memcpy(values + slot * value_bytes, value, (size_t)value_bytes);
-                any = 1;
-            }
-        }
-        for (Py_ssize_t slot = ways * rows; slot < capacity; slot++)
-            if (holds(valid, table, key_bytes, slot, key)) {
-                memcpy(values + slot * value_bytes, value, (size_t)value_bytes);
-                any = 1;
-            }
-        existed[i] = any;
+    for (Py_ssize_t i = 0; i < n; i++, key += t.key_bytes, hash += t.ways, value += value_bytes) {
+        Py_ssize_t slot = next_copy(&t, key, hash, -1);
+        existed[i] = slot >= 0;
+        for (; slot >= 0; slot = next_copy(&t, key, hash, slot))
+            memcpy(values + slot * value_bytes, value, (size_t)value_bytes);
     }
     Py_END_ALLOW_THREADS
     return finish(views, got, 7, NULL);

@@ -379,15 +379,15 @@ class ModelBackend(Backend):
         key's last occurrence in the batch. Returns which keys had a copy. One C call where
         pynq_kv._slots was built, else a vectorized pass over all copies."""
         n = len(keys)
-        existed = np.empty(n, dtype=bool)
         if _update_copies_c is not None:
+            existed = np.empty(n, dtype=bool)
             _update_copies_c(np.ascontiguousarray(keys, dtype=np.uint8), np.ascontiguousarray(hashes),
                              self._valid, self._key_bytes, self._value_bytes,
                              np.ascontiguousarray(value_words).view(np.uint8).reshape(n, -1),
                              self.geometry.rows, existed)
             return existed
         owners, slots = self._all_copies(items, self._candidates_of(hashes))
-        existed[:] = False
+        existed = np.zeros(n, dtype=bool)
         existed[owners] = True
         slots, owners = self._one_per_slot(owners, slots, n, last=True)
         self._values[slots] = value_words[owners]

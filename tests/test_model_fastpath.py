@@ -237,6 +237,19 @@ def test_the_c_search_finds_the_numpy_searchs_slots(g: Geometry, seed: int, pool
         assert slot < 0 or (model._valid[slot] and model._key_bytes[slot].tobytes() == key.tobytes())
 
 
+def assert_refused(function, cases: list) -> None:
+    """Each (arguments, reason) of cases makes function raise ValueError matching reason."""
+    for args, why in cases:
+        with pytest.raises(ValueError, match=why):
+            function(*args)
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    frozen = array.copy()
+    frozen.setflags(write=False)
+    return frozen
+
+
 @needs_c
 def test_the_c_search_refuses_arrays_it_cannot_read() -> None:
     g = Geometry(key_width=144, value_width=32, ways=2, rows=4, stash=2, rules=0)
@@ -246,7 +259,7 @@ def test_the_c_search_refuses_arrays_it_cannot_read() -> None:
     out = np.zeros(3, np.int64)
     first_copies_c(keys, hashes, model._valid, model._key_bytes, g.rows, out)  # the right shapes
     assert out.tolist() == [-1, -1, -1]
-    for args, why in [
+    assert_refused(first_copies_c, [
         ((keys[:2], hashes, model._valid, model._key_bytes, 4, out), "a row per key"),
         ((keys, hashes, model._valid, model._key_bytes, 3, out), "power of two"),
         ((keys, np.zeros((3, 3), np.uint32), model._valid, model._key_bytes, 4, out), "ways do not fit"),
@@ -254,16 +267,10 @@ def test_the_c_search_refuses_arrays_it_cannot_read() -> None:
         ((np.zeros((3, 8), np.uint8), hashes, model._valid, model._key_bytes, 4, out), "a row of KEY_BYTES"),
         ((keys, hashes.astype(np.int64), model._valid, model._key_bytes, 4, out), "4-byte items"),
         ((keys.ravel(), hashes, model._valid, model._key_bytes, 4, out), "2-D"),
-    ]:
-        with pytest.raises(ValueError, match=why):
-            first_copies_c(*args)
-    frozen = out.copy()
-    frozen.setflags(write=False)
-    with pytest.raises(ValueError, match="read-only"):
-        first_copies_c(keys, hashes, model._valid, model._key_bytes, 4, frozen)
-    with pytest.raises(ValueError, match="contiguous"):
-        first_copies_c(np.zeros((3, 2 * g.key_bytes), np.uint8)[:, ::2], hashes, model._valid,
-                       model._key_bytes, 4, out)
+        ((keys, hashes, model._valid, model._key_bytes, 4, read_only(out)), "read-only"),
+        ((np.zeros((3, 2 * g.key_bytes), np.uint8)[:, ::2], hashes, model._valid, model._key_bytes,
+          4, out), "contiguous"),
+    ])
 
 
 @needs_c
@@ -297,7 +304,7 @@ def test_the_c_update_refuses_arrays_it_cannot_read() -> None:
     table = (model._valid, model._key_bytes, model._value_bytes)
     update_copies_c(keys, hashes, *table, new_values, g.rows, existed)  # the right shapes
     assert existed.tolist() == [False] * 3 and not model._value_bytes.any()
-    for args, why in [
+    assert_refused(update_copies_c, [
         ((keys, hashes, *table, new_values[:2], 4, existed), "new_values one of the same width"),
         ((keys, hashes, *table, np.ones((3, 5), np.uint8), 4, existed), "same width"),
         ((keys, hashes, model._valid, model._key_bytes, model._value_bytes[:-1], new_values, 4, existed),
@@ -305,10 +312,6 @@ def test_the_c_update_refuses_arrays_it_cannot_read() -> None:
         ((keys, hashes, *table, new_values, 4, existed[:2]), "existed must have a row per key"),
         ((keys, hashes, *table, new_values, 6, existed), "power of two"),
         ((keys, hashes[:1], *table, new_values, 4, existed), "a row per key"),
-    ]:
-        with pytest.raises(ValueError, match=why):
-            update_copies_c(*args)
-    frozen = model._value_bytes.copy()
-    frozen.setflags(write=False)
-    with pytest.raises(ValueError, match="read-only"):
-        update_copies_c(keys, hashes, model._valid, model._key_bytes, frozen, new_values, 4, existed)
+        ((keys, hashes, model._valid, model._key_bytes, read_only(model._value_bytes), new_values, 4,
+          existed), "read-only"),
+    ])

@@ -106,12 +106,18 @@ class Forwarder:
             return None
         return tier.main3 if conn.resp3 and not fast else tier.main
 
+    @staticmethod
+    def _may_send_now(conn: Any, link: Link) -> bool:
+        """Whether a request of conn may go out on link now: conn holds nothing back and
+        waits for no reply on another connection (so Redis runs conn's commands in order)."""
+        return not conn.held_sends and (not conn.inflight or conn.inflight_link is link)
+
     def _send(self, conn: Any, link: Link, payload: Optional[bytes],
               handler: Optional[Callable[[bytes], None]]) -> None:
         """Send in conn's order: a request for another connection than the one conn waits on
         waits until those replies are in, so Redis runs conn's commands in the order it sent
         them. handler None: Redis will not answer (subscribed, CLIENT REPLY OFF)."""
-        if conn.held_sends or conn.inflight and conn.inflight_link is not link:
+        if not self._may_send_now(conn, link):
             conn.held_sends.append((link, payload, handler))
         else:
             self._send_now(conn, link, payload, handler)
@@ -244,7 +250,7 @@ class Forwarder:
         conn.last_cmd = block[0][0].lower().decode("latin-1")
         slot = self.slot(conn)
         link = self._link(conn)
-        if conn.inflight and conn.inflight_link is not link or conn.held_sends:
+        if not self._may_send_now(conn, link):
             replies: list[bytes] = []
 
             def each(reply: bytes) -> None:
@@ -419,8 +425,7 @@ class Forwarder:
                 self.srv.error_replies += 1
                 continue
             count = 1 if kind == BATCH_SET else n
-            if link is not None and conn.link is None and not conn.held_sends and (
-                    not conn.inflight or conn.inflight_link is link):
+            if link is not None and conn.link is None and self._may_send_now(conn, link):
                 shared.append((conn, self.slot(conn), j, count))
             elif count == 1:
                 self._set(conn, keys[j], values[j])
@@ -439,7 +444,7 @@ class Forwarder:
             conn.inflight += count
             conn.inflight_link = link
             sent += keys[first:first + count]
-            texts += [v if isinstance(v, bytes) else str(v).encode() for v in values[first:first + count]]
+            texts += map(_text, values[first:first + count])
         total = len(sent)
         tier.stats.forwarded += total
         ticket = tier.tickets_for(total)
@@ -468,11 +473,11 @@ class Forwarder:
         """A block of pipelined SETs: to Redis in one piece, one reply slot, a fill for each."""
         tier = self.tier
         link = self._link(conn, fast=True)
-        if link is None or conn.held_sends or conn.inflight and conn.inflight_link is not link:
+        if link is None or not self._may_send_now(conn, link):
             for key, value in zip(keys, values):
                 self._set(conn, key, value)
             return
-        texts = [v if isinstance(v, bytes) else str(v).encode() for v in values]
+        texts = [_text(v) for v in values]
         count = len(keys)
         tier.stats.forwarded += count
         ticket = tier.tickets_for(count)
@@ -494,7 +499,7 @@ class Forwarder:
 
     def _set(self, conn: Any, key: bytes, value: Any) -> None:
         tier = self.tier
-        text = value if isinstance(value, bytes) else str(value).encode()
+        text = _text(value)
         link = self._link(conn, fast=True)
         if link is None:
             tier.end_write(key)
@@ -591,6 +596,11 @@ def _fill_nils(reply: bytes, mine: list[Any], resp3: bool) -> bytes:
         parts.append(encode(command_info(cmd), resp3) if cmd is not None and nil else element)
         pos = end
     return b"".join(parts) + reply[pos:]
+
+
+def _text(value: Any) -> bytes:
+    """A SET's value as sent to Redis (an integer engine's planner hands on integers)."""
+    return value if isinstance(value, bytes) else str(value).encode()
 
 
 def _split(replies: bytes, count: int) -> list[bytes]:
