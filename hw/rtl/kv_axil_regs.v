@@ -18,8 +18,8 @@ pynq-kv: AXI4-Lite slave front of a register block
  * Write: reg_wr_req is high while a write waits to be performed, with its
  * address, data, strobes and protection on reg_wr_*.  The register block
  * performs it in a cycle where it raises reg_wr_ack with reg_wr_req high,
- * giving the response code on reg_wr_resp (OKAY 2'b00, SLVERR 2'b10, or
- * whatever a downstream slave answered); bvalid rises in the next cycle and
+ * giving the response code on reg_wr_resp (OKAY 2'b00, SLVERR 2'b10, or,
+ * with FULL_RESP, whatever a downstream slave answered); bvalid rises in the next cycle and
  * holds until bready.  A block that answers at once ties reg_wr_ack high; a
  * block that forwards the access keeps it low until its answer is there.
  *
@@ -42,7 +42,10 @@ module kv_axil_regs #
     // AXI4-Lite address width in bits: 1 or more
     parameter ADDR_WIDTH = 12,
     // 0: requests straight from the bus; 1: requests captured into registers first
-    parameter REQ_REG = 0
+    parameter REQ_REG = 0,
+    // 1: any 2-bit response code from the register side (a forwarded slave's EXOKAY or
+    // DECERR included); 0: only OKAY or SLVERR, whose bit 0 is 0, so that bit is not stored
+    parameter FULL_RESP = 1
 )
 (
     input  wire                     clk,
@@ -103,6 +106,10 @@ initial begin
         $error("Error: REQ_REG must be 0 or 1 (instance %m)");
         $finish;
     end
+    if (FULL_RESP != 0 && FULL_RESP != 1) begin
+        $error("Error: FULL_RESP must be 0 or 1 (instance %m)");
+        $finish;
+    end
 end
 
 reg s_axil_awready_reg;
@@ -124,6 +131,10 @@ assign s_axil_rvalid = s_axil_rvalid_reg;
 
 wire wr_done = reg_wr_req && reg_wr_ack;
 wire rd_done = reg_rd_req && reg_rd_ack;
+
+// the response codes as stored: bit 0 only with FULL_RESP (else a constant 0, no flip-flop)
+wire [1:0] wr_resp = {reg_wr_resp[1], FULL_RESP ? reg_wr_resp[0] : 1'b0};
+wire [1:0] rd_resp = {reg_rd_resp[1], FULL_RESP ? reg_rd_resp[0] : 1'b0};
 
 generate
     if (REQ_REG == 0) begin : bus_req
@@ -201,7 +212,7 @@ always @(posedge clk) begin
     end
     if (wr_done) begin
         s_axil_bvalid_reg <= 1'b1;
-        s_axil_bresp_reg <= reg_wr_resp;
+        s_axil_bresp_reg <= wr_resp;
     end
     if (s_axil_rready) begin
         s_axil_rvalid_reg <= 1'b0;
@@ -209,7 +220,7 @@ always @(posedge clk) begin
     if (rd_done) begin
         s_axil_rvalid_reg <= 1'b1;
         s_axil_rdata_reg <= reg_rd_data;
-        s_axil_rresp_reg <= reg_rd_resp;
+        s_axil_rresp_reg <= rd_resp;
     end
     if (rst) begin
         s_axil_bresp_reg <= 2'b00;

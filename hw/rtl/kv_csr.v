@@ -330,7 +330,8 @@ reg [31:0] rd_data;
 reg rd_ok;
 
 kv_axil_regs #(
-    .ADDR_WIDTH(ADDR_WIDTH)
+    .ADDR_WIDTH(ADDR_WIDTH),
+    .FULL_RESP(0)    // this block answers OKAY or SLVERR only
 )
 axil_inst (
     .clk(clk),

@@ -1,13 +1,15 @@
 """cocotb testbench of hw/rtl/kv_axil_regs.v, the AXI4-Lite front of both register blocks.
 
 The register side is modelled here: 16 words of memory, byte strobes honoured, SLVERR for the
-upper half of the address space; it raises reg_wr_ack / reg_rd_ack after a random number of
+16 words above them and, with FULL_RESP (codes with bit 0 set passed on), DECERR for the 16
+above those; it raises reg_wr_ack / reg_rd_ack after a random number of
 cycles (0 = at once, as kv_csr does; more = forwarded, as kv_mc_csr does).  cocotbext-axi's
 AxiLiteMaster drives the bus with random gaps and response back-pressure, reads and writes
 overlapping.
 
 Checked: data read back equals the model (byte strobes included), every transaction gets the
-response the register side gave, each access is performed exactly once (the model counts
+response the register side gave (with FULL_RESP 0, whose register side answers OKAY or SLVERR
+only, bit 0 is not stored), each access is performed exactly once (the model counts
 them), the request signals stay stable while they wait for the ack, and with an immediate ack
 the handshake timing of both request modes (REQ_REG 0: straight from the bus, 1: registered).
 """
@@ -35,6 +37,11 @@ TOPLEVEL = "kv_axil_regs"
 WORDS = 16
 
 
+def expected_resp(word: int) -> AxiResp:
+    """The response the register model gives for a word, and so the one the bus must see."""
+    return AxiResp.OKAY if word < WORDS else AxiResp.SLVERR if word < 2 * WORDS else AxiResp.DECERR
+
+
 def dut_params() -> dict:
     """HDL parameters of this run, handed over by the pytest runner."""
     return json.loads(os.environ["KV_AXIL_PARAMS"])
@@ -44,17 +51,21 @@ class RegModel:
     """The register side: acks a request in its (1 + delay)-th cycle, delay random in
     0..max_delay; the access is performed in the cycle of the ack."""
 
-    def __init__(self, dut, rng: random.Random, max_delay: int) -> None:
+    def __init__(self, dut, rng: random.Random, max_delay: int, full_resp: bool) -> None:
         self.dut = dut
         self.rng = rng
         self.max_delay = max_delay
+        self.full_resp = full_resp
         self.mem = [0] * WORDS
         self.writes = 0
         self.reads = 0
 
-    @staticmethod
-    def resp(addr: int) -> int:
-        return int(AxiResp.OKAY) if (addr >> 2) < WORDS else int(AxiResp.SLVERR)
+    def words(self) -> int:
+        """Words of the address space the test uses: memory, then SLVERR, then DECERR."""
+        return (3 if self.full_resp else 2) * WORDS
+
+    def resp(self, addr: int) -> int:
+        return int(expected_resp(addr >> 2))
 
     async def run(self) -> None:
         dut = self.dut
@@ -125,14 +136,14 @@ async def run_random_access(dut) -> None:
                axil.read_if.ar_channel, axil.read_if.r_channel):
         ch.log.setLevel(logging.WARNING)
         ch.set_pause_generator(pauses(0.3))
-    model = RegModel(dut, rng, p["MAX_DELAY"])
+    model = RegModel(dut, rng, p["MAX_DELAY"], bool(p["FULL_RESP"]))
     cocotb.start_soon(model.run())
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 2)
 
     shadow = [0] * WORDS
-    space = 2 * WORDS  # the upper half answers SLVERR
+    space = model.words()
 
     async def writer(n: int) -> None:
         for _ in range(n):
@@ -141,7 +152,7 @@ async def run_random_access(dut) -> None:
             lane = rng.randrange(4)
             whole = rng.random() < 0.7
             r = await (axil.write(4 * word, data) if whole else axil.write(4 * word + lane, data[:1]))
-            expect = AxiResp.OKAY if word < WORDS else AxiResp.SLVERR
+            expect = expected_resp(word)
             assert r.resp == expect, f"write {word}: {r.resp}"
             if word < WORDS:
                 b = bytearray(shadow[word].to_bytes(4, "little"))
@@ -155,7 +166,7 @@ async def run_random_access(dut) -> None:
         for _ in range(n):
             word = rng.randrange(space)
             r = await axil.read(4 * word, 4)
-            expect = AxiResp.OKAY if word < WORDS else AxiResp.SLVERR
+            expect = expected_resp(word)
             assert r.resp == expect, f"read {word}: {r.resp}"
             if word >= WORDS:
                 assert int.from_bytes(r.data, "little") == 0
@@ -175,8 +186,10 @@ async def run_random_access(dut) -> None:
 @cocotb.test()
 async def run_immediate_timing(dut) -> None:
     """Ack held high: REQ_REG 0 answers one cycle after awvalid/wvalid (arvalid), ready and
-    response together; REQ_REG 1 pulses ready one cycle after and answers one cycle later."""
+    response together; REQ_REG 1 pulses ready one cycle after and answers one cycle later.
+    The read answers DECERR: the bus sees it with FULL_RESP, SLVERR (bit 0 not stored) without."""
     reg = dut_params()["REQ_REG"]
+    full_resp = dut_params()["FULL_RESP"]
     cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
     for s in (dut.s_axil_awvalid, dut.s_axil_wvalid, dut.s_axil_arvalid, dut.s_axil_bready,
               dut.s_axil_rready, dut.s_axil_awaddr, dut.s_axil_araddr, dut.s_axil_wdata,
@@ -187,6 +200,7 @@ async def run_immediate_timing(dut) -> None:
     dut.reg_rd_ack.value = 1
     dut.reg_rd_data.value = 0x5A5AA5A5
     dut.reg_wr_resp.value = int(AxiResp.SLVERR)
+    dut.reg_rd_resp.value = int(AxiResp.DECERR)
     dut.rst.value = 1
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
@@ -215,6 +229,7 @@ async def run_immediate_timing(dut) -> None:
         assert int(dut.s_axil_arready.value) == 1
     assert int(dut.s_axil_bvalid.value) == 1 and int(dut.s_axil_bresp.value) == int(AxiResp.SLVERR)
     assert int(dut.s_axil_rvalid.value) == 1
+    assert int(dut.s_axil_rresp.value) == int(AxiResp.DECERR if full_resp else AxiResp.SLVERR)
     assert int(dut.s_axil_rdata.value) == 0x5A5AA5A5
     assert int(dut.reg_wr_req.value) == 0 and int(dut.reg_rd_req.value) == 0, "one at a time"
     await RisingEdge(dut.clk)
@@ -233,15 +248,15 @@ async def run_immediate_timing(dut) -> None:
 
 
 def _config_id(sim: str, p: dict) -> str:
-    return f"{sim}-a{p['ADDR_WIDTH']}-r{p['REQ_REG']}-d{p['MAX_DELAY']}"
+    return f"{sim}-a{p['ADDR_WIDTH']}-r{p['REQ_REG']}-f{p['FULL_RESP']}-d{p['MAX_DELAY']}"
 
 
 # MAX_DELAY is the register model's, not an HDL parameter (run_cocotb gets the HDL ones only)
 CONFIGS = [
-    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 0, "MAX_DELAY": 0}),
-    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 0, "MAX_DELAY": 6}),
-    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 1, "MAX_DELAY": 4}),
-    ("verilator", {"ADDR_WIDTH": 8, "REQ_REG": 1, "MAX_DELAY": 3}),
+    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 0, "FULL_RESP": 0, "MAX_DELAY": 0}),  # as kv_csr
+    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 0, "FULL_RESP": 1, "MAX_DELAY": 6}),
+    ("icarus", {"ADDR_WIDTH": 12, "REQ_REG": 1, "FULL_RESP": 1, "MAX_DELAY": 4}),  # as kv_mc_csr
+    ("verilator", {"ADDR_WIDTH": 8, "REQ_REG": 1, "FULL_RESP": 1, "MAX_DELAY": 3}),
 ]
 
 
@@ -249,7 +264,7 @@ CONFIGS = [
 def test_kv_axil_regs(sim: str, params: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     import tools
 
-    hdl = {"ADDR_WIDTH": params["ADDR_WIDTH"], "REQ_REG": params["REQ_REG"]}
+    hdl = {k: params[k] for k in ("ADDR_WIDTH", "REQ_REG", "FULL_RESP")}
     monkeypatch.setenv("KV_AXIL_PARAMS", json.dumps(params))  # the simulator inherits it
     tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(TOPLEVEL), hdl,
                      tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
