@@ -19,9 +19,10 @@ pynq-kv: AXI4-Lite slave front of a register block
  * address, data, strobes and protection on reg_wr_*.  The register block
  * performs it in a cycle where it raises reg_wr_ack with reg_wr_req high,
  * giving the response code on reg_wr_resp (OKAY 2'b00, SLVERR 2'b10, or,
- * with FULL_RESP, whatever a downstream slave answered); bvalid rises in the next cycle and
- * holds until bready.  A block that answers at once ties reg_wr_ack high; a
- * block that forwards the access keeps it low until its answer is there.
+ * with FULL_RESP, whatever a downstream slave answered); bvalid rises in the
+ * next cycle and holds until bready.  A block that answers at once ties
+ * reg_wr_ack high; a block that forwards the access keeps it low until its
+ * answer is there.
  *
  * REQ_REG = 0: the request comes straight from the bus, which holds it until
  * the handshake: reg_wr_req is high once awvalid and wvalid are both seen and
