@@ -22,6 +22,11 @@ hw/build/bench_rtl_engine/<mode>/) and runs benchmarks/rtl_engine_cocotb.py in i
   4. Measured: the same with a WRITE_RULE in every control slot: rule_writes_per_cycle =
      WRITE_RULEs accepted / cycles of the control port's window, the sustained rule-write rate.
 
+The JSON also carries the logic depth and ECP5 place-and-route Fmax of the last timing report
+(`make -C hw timing`, hw/build/timing_report.json: max_lut_levels, ecp5_fmax_mhz, and under
+"timing" the rest, whether the report is of the reference configuration and whether hw/rtl
+changed after it was written); null figures when there is no report.
+
 Every response (fill and all windows) is compared with ModelBackend; in windows 3 and 4 the model
 takes the two ports' requests in pynq_kv.model.engine_order (acceptance cycle, request port
 first: docs/engine.md section 5.7). Any mismatch makes the script exit non-zero and print no
@@ -37,8 +42,11 @@ import argparse
 import json
 import platform
 import sys
+from pathlib import Path
 
 from _verilator_bench import run_bench
+
+import timing  # noqa: E402  (hw/timing.py, on sys.path through _verilator_bench)
 
 TOPLEVEL = "kv_engine"
 MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
@@ -71,9 +79,15 @@ def main() -> int:
                     help="rule storm: a WRITE_RULE in every N-th control-port slot")
     ap.add_argument("--storm-requests", type=int, help="LOOKUPs of windows 3 and 4")
     ap.add_argument("--seed", type=int, default=20240601)
+    ap.add_argument("--timing-report", type=Path, default=timing.REPORT,
+                    help=f"the timing report to quote (default {timing.REPORT})")
     ap.add_argument("--inject-mismatch", action="store_true",
                     help="corrupt one expected response (checks that a mismatch fails the run)")
     args = ap.parse_args()
+    try:
+        timing_figures = timing.report_figures(args.timing_report)
+    except ValueError as exc:
+        ap.error(str(exc))
 
     mode = "quick" if args.quick else "full"
     rows = args.rows or (1024 if args.quick else 8192)
@@ -149,6 +163,9 @@ def main() -> int:
         },
         "latency_documented_cycles": lat_doc,
         "control_latency_documented_cycles": lat_doc + 1,
+        "max_lut_levels": timing_figures["max_lut_levels"],
+        "ecp5_fmax_mhz": timing_figures["ecp5_fmax_mhz"],
+        "timing": timing_figures,
         "mhz_assumed": MHZ,
         "lookups_per_s_at_300mhz": round(lpc * MHZ * 1e6),
         "mhz_note": "300 MHz is assumed, not shown: no timing-closed implementation yet "

@@ -37,7 +37,13 @@ if str(HW_DIR) not in sys.path:  # run as a script or imported from the tests
     sys.path.insert(0, str(HW_DIR))
 
 from tools import (  # noqa: E402  (hw/tools.py: configurations and Yosys plumbing)
-    _LTP_MOD_RE, RTL_DIR, SYNTH_REFERENCE, SYNTH_SMALL, _comb_inputs, _yosys_version, run_yosys)
+    _LTP_MOD_RE, BUILD_DIR, RTL_DIR, SYNTH_REFERENCE, SYNTH_SMALL, _comb_inputs, _yosys_version,
+    run_yosys)
+
+# where `make -C hw timing` writes the report of the reference configuration
+REPORT = BUILD_DIR / "timing_report.json"
+# issue 14: no register-to-register path deeper than this many LUT levels (plus carry chains)
+MAX_LUT_LEVELS_TARGET = 6
 
 # the designs of the report: the engine as software sees it, and the whole appliance
 TOPS = ("kv_engine_top", "kv_top")
@@ -550,6 +556,31 @@ def timing_report(out: Path, *, small: bool = False, ecp5: bool = True,
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     return report
+
+
+def report_figures(path: Path = REPORT) -> dict:
+    """The figures a benchmark quotes from a timing report: logic depth and ECP5 Fmax, with the
+    configuration they are of and whether hw/rtl changed after the report was written (file
+    times). No report: every figure None, and a note on how to make one."""
+    keys = ("max_lut_levels", "max_lut_levels_top", "ecp5_fmax_mhz", "ecp5_frontend_fmax_mhz",
+            "ecp5_reference_fmax_mhz")
+    if not path.is_file():
+        return {**dict.fromkeys(keys), "report": None,
+                "note": f"no timing report at {path}: `make -C hw timing` writes it (the reference "
+                        "configuration's Yosys part alone took about half an hour here)"}
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"timing report {path} is not readable JSON: {exc}") from None
+    newest_rtl = max(f.stat().st_mtime for f in RTL_DIR.iterdir() if f.suffix in (".v", ".vh"))
+    params = report.get("parameters", {})
+    return {
+        **{k: report.get(k) for k in keys},
+        "report": str(path),
+        "reference_configuration": all(params.get(k) == str(v) for k, v in SYNTH_REFERENCE.items()),
+        "rtl_changed_since": newest_rtl > path.stat().st_mtime,
+        "max_lut_levels_target": MAX_LUT_LEVELS_TARGET,
+    }
 
 
 def _main() -> int:

@@ -11,6 +11,7 @@ the small configuration (Yosys part): its keys, named registers at both ends of 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -124,3 +125,37 @@ def test_timing_report_small_configuration(tmp_path):
     bad = subprocess.run([sys.executable, str(HW / "timing.py"), str(tmp_path / "x.json"), "--tops", "kv_nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "unknown top" in bad.stderr and not (tmp_path / "x.json").exists()
+
+
+def test_report_figures_without_a_report_are_none(tmp_path):
+    figures = timing.report_figures(tmp_path / "timing_report.json")
+    assert figures["max_lut_levels"] is None and figures["ecp5_fmax_mhz"] is None
+    assert figures["report"] is None and "make -C hw timing" in figures["note"]
+
+
+def test_report_figures_quote_the_report_and_say_when_it_is_stale(tmp_path):
+    path = tmp_path / "timing_report.json"
+    path.write_text(json.dumps({
+        "max_lut_levels": 11, "max_lut_levels_top": "kv_engine_top", "ecp5_fmax_mhz": 101.5,
+        "ecp5_frontend_fmax_mhz": 88.0, "ecp5_reference_fmax_mhz": 323.0,
+        "parameters": {k: str(v) for k, v in timing.SYNTH_REFERENCE.items()}}))
+    figures = timing.report_figures(path)
+    assert (figures["max_lut_levels"], figures["ecp5_fmax_mhz"], figures["ecp5_reference_fmax_mhz"]) == (11, 101.5, 323.0)
+    assert figures["reference_configuration"] is True and figures["rtl_changed_since"] is False
+    assert figures["max_lut_levels_target"] == 6
+    os.utime(path, (0, 0))  # written before every RTL file
+    assert timing.report_figures(path)["rtl_changed_since"] is True
+    path.write_text(json.dumps({"max_lut_levels": 8, "parameters": {"ROWS": "64"}}))
+    small = timing.report_figures(path)
+    assert small["reference_configuration"] is False and small["ecp5_fmax_mhz"] is None
+
+
+def test_a_corrupt_report_is_an_error_naming_it(tmp_path):
+    path = tmp_path / "timing_report.json"
+    path.write_text('{"max_lut_levels": 1')
+    with pytest.raises(ValueError, match="timing_report.json"):
+        timing.report_figures(path)
+    bench = HW.parent / "benchmarks" / "rtl_engine.py"
+    done = subprocess.run([sys.executable, str(bench), "--timing-report", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "not readable JSON" in done.stderr and not done.stdout
