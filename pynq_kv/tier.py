@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from itertools import repeat
 from typing import Any, Callable, Optional, Sequence
 
 import hiredis
@@ -166,7 +167,7 @@ class Tier:
         # pynq-kv's own plain SETs (begin_writes): sent and not applied yet, by key (how many),
         # and those Redis answered, waiting for the loop turn's update of the engine.
         self.writing: dict[bytes, int] = {}
-        self._answered_writes: list[tuple[int, bytes, Any]] = []
+        self._answered_writes: list[tuple[int, list[bytes], list[Any]]] = []  # by run of SETs
         self._apply_soon = False  # apply_invalidations is scheduled for this loop turn
         self.drain: Any = None  # the change log's drain (writeback.ChangeDrain), with a data plane
 
@@ -335,8 +336,14 @@ class Tier:
         """Redis answered one of begin_writes' SETs (value: what it stored; None if it refused
         it or never answered): the engine takes the value at the end of this loop turn, or
         before it is next read, in one batch with the turn's other answered SETs."""
-        self._answered_writes.append((ticket, key, value))
-        self._schedule_apply()
+        self.writes_answered(ticket, [key], [value])
+
+    def writes_answered(self, ticket: int, keys: list[bytes], values: list[Any]) -> None:
+        """write_answered for a run of SETs sent together (one ticket), kept as one run: the
+        engine update takes a run whose SETs were all stored and fit without a step per key."""
+        if keys:
+            self._answered_writes.append((ticket, keys, values))
+            self._schedule_apply()
 
     def end_write(self, key: bytes) -> None:
         """One of begin_writes' SETs is over: answered, or not sent after all (Redis down)."""
@@ -415,29 +422,51 @@ class Tier:
         is awaited (the value is what Redis held when it ran the SET; a later change by another
         client reaches the engine as an invalidation, like any entry's: before now, it made the
         key dirty and the value is not stored; after, it deletes it)."""
-        answered, self._answered_writes = self._answered_writes, []
-        dirty, flushed = self.dirty, self.flushed_at
+        runs, self._answered_writes = self._answered_writes, []
+        dirty, flushed, up = self.dirty, self.flushed_at, self.up
         limits = self.limits()
+        writing = self.writing
         keys: list[bytes] = []
         values: list[Any] = []
-        for ticket, key, value in answered:
-            self.end_write(key)
-            if value is None or not self.up:  # refused: the engine still holds what Redis does
+        answered = 0
+        for ticket, run_keys, run_values in runs:
+            answered += len(run_keys)
+            for key in run_keys:  # end_write of each
+                left = writing.get(key, 0) - 1
+                if left > 0:
+                    writing[key] = left
+                else:
+                    writing.pop(key, None)
+            if not up:  # refused: the engine still holds what Redis does
                 continue
-            if ticket < flushed or dirty.get(key, -1) > ticket:
-                self.stats.fills_discarded += 1
+            if ticket < flushed:
+                self.stats.fills_discarded += len(run_values) - run_values.count(None)
                 continue
-            number = limits.value(value)
-            if number is None or len(key) > limits.max_key:  # (an engine reloaded meanwhile)
-                self._doomed.append(key)
+            # the usual run: every SET stored, no key invalidated since it was sent (its own
+            # SET made it dirty at the ticket's epoch, no later), every key and value fits as is
+            if (None not in run_values and not limits.ints
+                    and (not dirty or max(map(dirty.get, run_keys, repeat(-1, len(run_keys)))) <= ticket)
+                    and max(map(len, run_keys)) <= limits.max_key and limits.values_fit(run_values)):
+                keys += run_keys
+                values += run_values
                 continue
-            keys.append(key)
-            values.append(number)
+            for key, value in zip(run_keys, run_values):
+                if value is None:
+                    continue
+                if dirty.get(key, -1) > ticket:
+                    self.stats.fills_discarded += 1
+                    continue
+                number = limits.value(value)
+                if number is None or len(key) > limits.max_key:  # (an engine reloaded meanwhile)
+                    self._doomed.append(key)
+                    continue
+                keys.append(key)
+                values.append(number)
         if keys:
             self._fill(limits, keys, values)
         if self._doomed:
             self._delete_doomed()
-        self._untick(len(answered))
+        self._untick(answered)
 
     def _data_plane_seen(self, engine: Any) -> bool:
         """Whether not_held can still be trusted: the engine's data plane has logged nothing

@@ -452,17 +452,15 @@ class Forwarder:
         def done(replies: bytes, errors: int) -> None:
             every_ok = replies == _OK * total
             own = None if every_ok else _split(replies, total)
+            tier.writes_answered(ticket, sent, texts if every_ok else
+                                 [text if got == _OK else None for text, got in zip(texts, own)])
             pos = 0
             for conn, slot, _, count in shared:
                 end = pos + count
                 conn.inflight -= count
                 if every_ok:
-                    for k in range(pos, end):
-                        tier.write_answered(ticket, sent[k], texts[k])
                     self.answer(conn, slot, _OK * count, 0)
                 else:
-                    for k in range(pos, end):
-                        tier.write_answered(ticket, sent[k], texts[k] if own[k] == _OK else None)
                     self.answer(conn, slot, b"".join(own[pos:end]), _errors(own[pos:end]))
                 self._release(conn)
                 pos = end
@@ -485,11 +483,10 @@ class Forwarder:
 
         def done(replies: bytes, errors: int) -> None:
             if replies == _OK * count:
-                for key, text in zip(keys, texts):
-                    tier.write_answered(ticket, key, text)
+                tier.writes_answered(ticket, keys, texts)
             else:  # some SET failed: only those acknowledged change the engine
-                for key, text, got in zip(keys, texts, _split(replies, count)):
-                    tier.write_answered(ticket, key, text if got == _OK else None)
+                tier.writes_answered(ticket, keys, [text if got == _OK else None
+                                                    for text, got in zip(texts, _split(replies, count))])
             self.answer(conn, slot, replies, errors)
 
         conn.inflight += count
