@@ -23,9 +23,10 @@ hw/build/bench_rtl_engine/<mode>/) and runs benchmarks/rtl_engine_cocotb.py in i
      WRITE_RULEs accepted / cycles of the control port's window, the sustained rule-write rate.
 
 The JSON also carries the logic depth and ECP5 place-and-route Fmax of the last timing report
-(`make -C hw timing`, hw/build/timing_report.json: max_lut_levels, ecp5_fmax_mhz, and under
-"timing" the rest, whether the report is of the reference configuration and whether hw/rtl
-changed after it was written); null figures when there is no report.
+(`make -C hw timing`, hw/build/timing_report.json): max_lut_levels and ecp5_fmax_mhz, and under
+"timing" the whole reading (hw/timing.py report_figures: those two again, the front-end's and
+the reference circuit's Fmax, the 6-level target, whether the report is of the reference
+configuration and whether hw/rtl changed after it was written); null figures without a report.
 
 Every response (fill and all windows) is compared with ModelBackend; in windows 3 and 4 the model
 takes the two ports' requests in pynq_kv.model.engine_order (acceptance cycle, request port

@@ -564,23 +564,29 @@ def report_figures(path: Path = REPORT) -> dict:
     times). No report: every figure None, and a note on how to make one."""
     keys = ("max_lut_levels", "max_lut_levels_top", "ecp5_fmax_mhz", "ecp5_frontend_fmax_mhz",
             "ecp5_reference_fmax_mhz")
+    figures: dict = {**dict.fromkeys(keys), "max_lut_levels_target": MAX_LUT_LEVELS_TARGET,
+                     "report": None, "reference_configuration": None, "rtl_changed_since": None}
     if not path.is_file():
-        return {**dict.fromkeys(keys), "report": None,
-                "note": f"no timing report at {path}: `make -C hw timing` writes it (the reference "
-                        "configuration's Yosys part alone took about half an hour here)"}
+        figures["note"] = (f"no timing report at {path}: `make -C hw timing` writes it (the "
+                           "reference configuration's Yosys part alone took about half an hour here)")
+        return figures
     try:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"timing report {path} is not readable JSON: {exc}") from None
+    if not isinstance(report, dict):
+        raise ValueError(f"timing report {path} is not a JSON object")
     newest_rtl = max(f.stat().st_mtime for f in RTL_DIR.iterdir() if f.suffix in (".v", ".vh"))
-    params = report.get("parameters", {})
-    return {
-        **{k: report.get(k) for k in keys},
+    params = report.get("parameters") or {}
+    figures.update({k: report.get(k) for k in keys})
+    figures.update({
         "report": str(path),
-        "reference_configuration": all(params.get(k) == str(v) for k, v in SYNTH_REFERENCE.items()),
+        # both tops at the reference parameters: what `make -C hw timing` without options makes
+        "reference_configuration": (report.get("tops") == list(TOPS) and
+                                    all(params.get(k) == str(v) for k, v in SYNTH_REFERENCE.items())),
         "rtl_changed_since": newest_rtl > path.stat().st_mtime,
-        "max_lut_levels_target": MAX_LUT_LEVELS_TARGET,
-    }
+    })
+    return figures
 
 
 def _main() -> int:

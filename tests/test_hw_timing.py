@@ -130,14 +130,15 @@ def test_timing_report_small_configuration(tmp_path):
 def test_report_figures_without_a_report_are_none(tmp_path):
     figures = timing.report_figures(tmp_path / "timing_report.json")
     assert figures["max_lut_levels"] is None and figures["ecp5_fmax_mhz"] is None
-    assert figures["report"] is None and "make -C hw timing" in figures["note"]
+    assert figures["report"] is None and figures["rtl_changed_since"] is None
+    assert figures["max_lut_levels_target"] == 6 and "make -C hw timing" in figures["note"]
 
 
 def test_report_figures_quote_the_report_and_say_when_it_is_stale(tmp_path):
     path = tmp_path / "timing_report.json"
     path.write_text(json.dumps({
         "max_lut_levels": 11, "max_lut_levels_top": "kv_engine_top", "ecp5_fmax_mhz": 101.5,
-        "ecp5_frontend_fmax_mhz": 88.0, "ecp5_reference_fmax_mhz": 323.0,
+        "ecp5_frontend_fmax_mhz": 88.0, "ecp5_reference_fmax_mhz": 323.0, "tops": list(timing.TOPS),
         "parameters": {k: str(v) for k, v in timing.SYNTH_REFERENCE.items()}}))
     figures = timing.report_figures(path)
     assert (figures["max_lut_levels"], figures["ecp5_fmax_mhz"], figures["ecp5_reference_fmax_mhz"]) == (11, 101.5, 323.0)
@@ -148,6 +149,9 @@ def test_report_figures_quote_the_report_and_say_when_it_is_stale(tmp_path):
     path.write_text(json.dumps({"max_lut_levels": 8, "parameters": {"ROWS": "64"}}))
     small = timing.report_figures(path)
     assert small["reference_configuration"] is False and small["ecp5_fmax_mhz"] is None
+    path.write_text(json.dumps({"max_lut_levels": 9, "tops": ["kv_engine_top"],
+                                "parameters": {k: str(v) for k, v in timing.SYNTH_REFERENCE.items()}}))
+    assert timing.report_figures(path)["reference_configuration"] is False, "one top only"
 
 
 def test_a_corrupt_report_is_an_error_naming_it(tmp_path):
@@ -155,6 +159,10 @@ def test_a_corrupt_report_is_an_error_naming_it(tmp_path):
     path.write_text('{"max_lut_levels": 1')
     with pytest.raises(ValueError, match="timing_report.json"):
         timing.report_figures(path)
+    path.write_text("[]")
+    with pytest.raises(ValueError, match="not a JSON object"):
+        timing.report_figures(path)
+    path.write_text('{"max_lut_levels": 1')
     bench = HW.parent / "benchmarks" / "rtl_engine.py"
     done = subprocess.run([sys.executable, str(bench), "--timing-report", str(path)],
                           capture_output=True, text=True, timeout=120)

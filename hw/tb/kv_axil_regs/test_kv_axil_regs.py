@@ -187,7 +187,7 @@ async def run_random_access(dut) -> None:
 async def run_immediate_timing(dut) -> None:
     """Ack held high: REQ_REG 0 answers one cycle after awvalid/wvalid (arvalid), ready and
     response together; REQ_REG 1 pulses ready one cycle after and answers one cycle later.
-    The read answers DECERR: the bus sees it with FULL_RESP, SLVERR (bit 0 not stored) without."""
+    Both answer DECERR: the bus sees it with FULL_RESP, SLVERR (bit 0 not stored) without."""
     reg = dut_params()["REQ_REG"]
     full_resp = dut_params()["FULL_RESP"]
     cocotb.start_soon(Clock(dut.clk, 4, unit="ns").start())
@@ -199,8 +199,9 @@ async def run_immediate_timing(dut) -> None:
     dut.reg_wr_ack.value = 1
     dut.reg_rd_ack.value = 1
     dut.reg_rd_data.value = 0x5A5AA5A5
-    dut.reg_wr_resp.value = int(AxiResp.SLVERR)
+    dut.reg_wr_resp.value = int(AxiResp.DECERR)
     dut.reg_rd_resp.value = int(AxiResp.DECERR)
+    seen = int(AxiResp.DECERR if full_resp else AxiResp.SLVERR)
     dut.rst.value = 1
     await ClockCycles(dut.clk, 3)
     dut.rst.value = 0
@@ -227,9 +228,9 @@ async def run_immediate_timing(dut) -> None:
         await ReadOnly()
         assert int(dut.s_axil_awready.value) == 1 and int(dut.s_axil_wready.value) == 1
         assert int(dut.s_axil_arready.value) == 1
-    assert int(dut.s_axil_bvalid.value) == 1 and int(dut.s_axil_bresp.value) == int(AxiResp.SLVERR)
+    assert int(dut.s_axil_bvalid.value) == 1 and int(dut.s_axil_bresp.value) == seen
     assert int(dut.s_axil_rvalid.value) == 1
-    assert int(dut.s_axil_rresp.value) == int(AxiResp.DECERR if full_resp else AxiResp.SLVERR)
+    assert int(dut.s_axil_rresp.value) == seen
     assert int(dut.s_axil_rdata.value) == 0x5A5AA5A5
     assert int(dut.reg_wr_req.value) == 0 and int(dut.reg_rd_req.value) == 0, "one at a time"
     await RisingEdge(dut.clk)
