@@ -595,6 +595,8 @@ generate
             .lookup_key(s0_key),
             .hit(rm_hit),
             .prio(rm_prio),
+            // every accepted WRITE_RULE (refused ones too: an upper bound) is a write next cycle
+            .wr_next(c_accept && s_axis_ctl_req_tdata[RQ_OP +: 5] == OP_WRITE_RULE),
             .wr_en(c_valid[0] && c_op[0 +: 5] == OP_WRITE_RULE && !c_bad[0]),
             .wr_entry(c_entry[0 +: RIDX_W]),
             .wr_valid(c_flag[0]),

@@ -47,9 +47,16 @@ pynq-kv: ternary (wildcard) rule matcher, SRL/LUT-RAM based (docs/engine.md §5.
  * shift-register contents are overwritten by the newer one later).
  *
  * Back-pressure.  wr_ready says that a write may be presented in the next
- * cycle (a slot will be free for it).  It is low only while all SLOTS slots
- * are busy, i.e. after more than SLOTS writes within about SLOTS * 34 cycles;
- * a steady write rate below one per 34 cycles never sees it low.
+ * cycle (a slot will be free for it).  It is a register, so the writer's
+ * admission logic does not see this module's slot count through
+ * combinational logic: it is worked out a cycle ahead from wr_next, the
+ * writer's word that a write may come in the next cycle (counted only in a
+ * cycle with wr_ready high: no write can follow otherwise).  With wr_next
+ * exact, wr_ready is low only while all SLOTS slots are busy, i.e. after more
+ * than SLOTS writes within about SLOTS * 34 cycles; a steady write rate below
+ * one per 34 cycles never sees it low.  wr_next may be high without a write
+ * following (an upper bound); then wr_ready may be low for one cycle in which
+ * SLOTS - 1 slots are busy.
  *
  * Priorities are registers (the tree reads all of them every cycle).  A
  * write's priority is stored one cycle after wr_en, because the tree samples
@@ -91,8 +98,9 @@ module kv_rule_match #
 
     /*
      * Write port: the entry changes for every lookup presented after this
-     * cycle; wr_en only in a cycle after wr_ready was high
+     * cycle; wr_en only in a cycle after one with wr_ready and wr_next high
      */
+    input  wire                    wr_next,
     input  wire                    wr_en,
     input  wire [ENTRY_W-1:0]      wr_entry,
     input  wire                    wr_valid,
@@ -176,8 +184,17 @@ wire shifting = busy_any && wcnt_reg < 6'd32;
 wire retire = busy_any && wcnt_reg == 6'd33;
 
 wire [CNT_W-1:0] count_next = count_reg + {{(CNT_W-1){1'b0}}, wr_en} - {{(CNT_W-1){1'b0}}, retire};
+// the head slot retires in the next cycle (wcnt_reg reaches 33 only from 32 while busy)
+wire retire_soon = busy_any && wcnt_reg == 6'd32;
 
-assign wr_ready = count_next < SLOTS;
+// wr_ready of the next cycle: the slots busy after it, counting an announced write (wr_next
+// with wr_ready) as its write, leave one free.  One bit wider than count_next: count_next plus
+// the announced write reaches SLOTS + 1.
+reg ready_reg;
+wire announced = wr_next && ready_reg;
+wire [CNT_W:0] count_soon = {1'b0, count_next} + {{CNT_W{1'b0}}, announced} - {{CNT_W{1'b0}}, retire_soon};
+
+assign wr_ready = ready_reg;
 assign rewrite_busy = busy_any;
 assign prio = prio_reg;
 
@@ -327,6 +344,7 @@ always @(posedge clk) begin
         tail_reg <= slot_inc(tail_reg);
     end
     count_reg <= count_next;
+    ready_reg <= count_soon < SLOTS;
 
     // background writer: shift phase of the head slot, registered write data
     bus_reg <= bus_next;
@@ -375,6 +393,7 @@ always @(posedge clk) begin
         head_reg <= {SLOT_W{1'b0}};
         tail_reg <= {SLOT_W{1'b0}};
         count_reg <= {CNT_W{1'b0}};
+        ready_reg <= 1'b1;
         wcnt_reg <= 6'd0;
         ce_reg <= {RULES{1'b0}};
         valid_reg <= {RULES{1'b0}};

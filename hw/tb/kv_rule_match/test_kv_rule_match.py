@@ -3,16 +3,18 @@
 The cocotb tests (``run_*``) run inside the simulator; the pytest function ``test_kv_rule_match``
 at the bottom builds and runs them with ``cocotb_tools.runner`` on several configurations.
 
-A cycle-level scoreboard drives a key every cycle and (when the test wants and ``wr_ready`` was
-high in the cycle before) a write, and checks every cycle, against a plain Python table of
-(valid, match, mask, prio) entries:
+A cycle-level scoreboard drives a key every cycle and (when the test wants, and ``wr_ready`` and
+``wr_next`` were high in the cycle before) a write, and checks every cycle, against a plain Python
+table of (valid, match, mask, prio) entries:
 
 * ``hit`` in cycle t+2 is the hit vector of the key of cycle t against the table as written by
   all writes of cycles before t (engine.md §5.3: valid and (key & mask) == match), whatever the
   background rewrite is doing — i.e. a write is atomic for the next lookup;
 * ``prio`` in cycle t+2 holds the priorities as of the same moment (writes before cycle t);
-* a write is never presented unless ``wr_ready`` was high, and ``wr_ready`` is low only while
-  SLOTS writes are outstanding (the documented 34 cycles per background rewrite).
+* a write is never presented unless ``wr_ready`` and ``wr_next`` were high, and ``wr_ready`` is
+  low only while SLOTS writes are outstanding (the documented 34 cycles per background rewrite),
+  counting a ``wr_next`` that no write followed (the testbench sends some, as the engine does for
+  a refused WRITE_RULE) as a write.
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class TB:
         self.retire_at: deque = deque()       # retire cycle of every outstanding write
         self.last_retire = -1
         self.ready_low_cycles = 0
+        self.spurious_next = 0.0              # probability of a wr_next with no write behind it
+        self.next_prev = False                # wr_next of the cycle before
         self.errors: list[str] = []
         self.checked = 0
         self.pool: list[int] = []
@@ -76,6 +80,7 @@ class TB:
         dut.rst.value = 1
         dut.lookup_key.value = 0
         dut.wr_en.value = 0
+        dut.wr_next.value = 0
         dut.wr_entry.value = 0
         dut.wr_valid.value = 0
         dut.wr_match.value = 0
@@ -132,6 +137,8 @@ class TB:
     async def reset(self, cycles: int = 3) -> None:
         self.dut.rst.value = 1
         self.dut.wr_en.value = 0
+        self.dut.wr_next.value = 0
+        self.next_prev = False
         await ClockCycles(self.dut.clk, cycles)
         self.dut.rst.value = 0
         self.table = [(False, 0, 0, 0) for _ in range(self.rules)]
@@ -144,7 +151,8 @@ class TB:
 
     async def run(self, cycles: int, write_prob: float = 1.0) -> None:
         """Run `cycles` clock cycles: a key every cycle, queued writes whenever wr_ready allows
-        (with probability write_prob per cycle), every output checked."""
+        (planned with probability write_prob per cycle, announced on wr_next the cycle before),
+        every output checked."""
         dut = self.dut
         rng = self.rng
         ready_prev = int(dut.wr_ready.value)
@@ -154,8 +162,12 @@ class TB:
             dut.lookup_key.value = key
             # hit of this cycle's key: table as of before this cycle's write
             write = None
-            if ready_prev and self.writes_queue and rng.random() < write_prob:
+            if ready_prev and self.next_prev and self.writes_queue:
                 write = self.writes_queue.popleft()
+            # announce the next cycle's write (it happens only if wr_ready is high now)
+            planned = bool(self.writes_queue) and rng.random() < write_prob
+            spurious = not planned and rng.random() < self.spurious_next
+            dut.wr_next.value = int(planned or spurious)
             self.expect.append((self.cycle + 2, self.hit_vector(key), None, f"key {key:#x} at {self.cycle}"))
             # prio of cycle + 2: every write before this cycle (lookup first, then write)
             self.expect_prio(self.cycle + 2, list(self.prio_now))
@@ -179,8 +191,10 @@ class TB:
             await RisingEdge(dut.clk)
             # outputs of the cycle that just ended
             self._check_outputs(write is not None)
+            announced = self.next_prev and bool(ready_prev)  # wr_next counts with wr_ready only
             ready_prev = int(dut.wr_ready.value)
-            self._check_ready(ready_prev)
+            self._check_ready(ready_prev, write is not None, announced)
+            self.next_prev = planned or spurious
             self.cycle += 1
 
     def expect_prio(self, due: int, prio: list[int]) -> None:
@@ -206,15 +220,18 @@ class TB:
                 if got != prio:
                     self.errors.append(f"cycle {self.cycle}: prio {got} != model {prio}")
 
-    def _check_ready(self, ready: int) -> None:
-        # writes still outstanding after this cycle (presented, not retired by its end)
+    def _check_ready(self, ready: int, wrote: bool, announced: bool) -> None:
+        # writes still outstanding after this cycle (presented, not retired by its end); the
+        # register took the cycle's write as the cycle before announced it, not as it came
         while self.retire_at and self.retire_at[0] <= self.cycle:
             self.retire_at.popleft()
         outstanding = len(self.retire_at)
-        expect_ready = outstanding < self.slots
+        counted = outstanding - int(wrote) + int(announced)
+        expect_ready = counted < self.slots
         if bool(ready) != expect_ready:
             self.errors.append(f"cycle {self.cycle}: wr_ready {ready} but {outstanding} of "
-                               f"{self.slots} slots outstanding")
+                               f"{self.slots} slots outstanding (wrote {int(wrote)}, "
+                               f"announced {int(announced)})")
         if not ready:
             self.ready_low_cycles += 1
 
@@ -241,6 +258,12 @@ async def run_rewrites_while_lookups_stream(dut):
     assert not tb.writes_queue, "writes not all accepted"
     tb.queue_random_writes(30)
     await tb.run(3000, write_prob=0.02)
+    await tb.run(REWRITE_CYCLES * (tb.slots + 2))
+    # wr_next without a write behind it, as fast as writes can go and sparse
+    tb.spurious_next = 0.3
+    tb.queue_random_writes(4 * tb.slots + 6)
+    await tb.run(40 * (4 * tb.slots + 6), write_prob=0.5)
+    assert not tb.writes_queue, "writes not all accepted"
     await tb.run(REWRITE_CYCLES * (tb.slots + 2))
     tb.check()
 
@@ -288,9 +311,9 @@ async def run_slots_exhausted(dut):
     low_before = tb.ready_low_cycles
     for _ in range(12):
         tb.queue_random_writes(1)
-        await tb.run(1)
+        await tb.run(2)  # announced on wr_next in the first cycle, presented in the second
         assert not tb.writes_queue, "a write at the sustainable rate was held back"
-        await tb.run(period - 1)
+        await tb.run(period - 2)
     if tb.slots >= 2:  # with one slot wr_ready is low while its rewrite runs, by definition
         assert tb.ready_low_cycles == low_before, "wr_ready dropped at the sustainable write rate"
     tb.check()
