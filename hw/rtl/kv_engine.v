@@ -434,7 +434,8 @@ assign s_axis_req_tready = in_ready;
 // It never waits for the request port, nor for the clear sweep.
 reg [CCNT_W-1:0] c_pend_reg;
 reg c_ready_reg;
-wire c_in_ready = c_ready_reg && (rm_wr_ready || s_axis_ctl_req_tdata[RQ_OP +: 5] != OP_WRITE_RULE);
+wire c_in_write_rule = s_axis_ctl_req_tdata[RQ_OP +: 5] == OP_WRITE_RULE;
+wire c_in_ready = c_ready_reg && (rm_wr_ready || !c_in_write_rule);
 wire c_accept = s_axis_ctl_req_tvalid && c_in_ready;
 wire c_rsp_take = m_axis_ctl_rsp_tvalid && m_axis_ctl_rsp_tready;
 
@@ -595,11 +596,8 @@ generate
             .lookup_key(s0_key),
             .hit(rm_hit),
             .prio(rm_prio),
-            // every accepted WRITE_RULE (refused ones too: an upper bound) is a write next
-            // cycle; c_accept's terms for a WRITE_RULE, written out (Yosys/ABC mapped the
-            // engine ~1,100 LUTs smaller than through c_accept, the same logic)
-            .wr_next(s_axis_ctl_req_tvalid && c_ready_reg && rm_wr_ready &&
-                     s_axis_ctl_req_tdata[RQ_OP +: 5] == OP_WRITE_RULE),
+            // every accepted WRITE_RULE (refused ones too: an upper bound) is a write next cycle
+            .wr_next(c_accept && c_in_write_rule),
             .wr_en(c_valid[0] && c_op[0 +: 5] == OP_WRITE_RULE && !c_bad[0]),
             .wr_entry(c_entry[0 +: RIDX_W]),
             .wr_valid(c_flag[0]),
