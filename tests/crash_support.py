@@ -36,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from pynq_kv.net import MemcacheUDPClient
+from pynq_kv.net.client import MemcacheError
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 60.0  # seconds for serve to print its banner (restores included)
@@ -107,7 +109,7 @@ class Load:
         self.counts = [0] * threads  # acknowledged writes by thread, while they run
         self.by_writer: dict[str, int] = {}  # acknowledged writes by writer (front-end)
         self.pairs: list[tuple[str, str]] = []  # MSET's key pairs: always equal
-        self.errors: list[str] = []  # error replies: never expected
+        self.errors: list[tuple[float, str]] = []  # error replies: when received, what said
         self.lock = threading.Lock()
 
     def history(self, kind: str, *name: str) -> History:
@@ -117,6 +119,11 @@ class Load:
         if found is None:
             found = self.histories[key] = History(kind)
         return found
+
+    def refused(self, writer: str, exc: Exception) -> None:
+        """Record an error reply (or a wrong answer) with the moment it came."""
+        with self.lock:
+            self.errors.append((time.monotonic(), f"{writer}: {_refusal(exc)}"))
 
     def acknowledged(self) -> int:
         return sum(h.version for h in list(self.histories.values()))
@@ -230,6 +237,15 @@ WRITER_CLIENTS: dict[str, Callable[["Served"], Any]] = {
 # reach Redis through the change log's drain — at the geometry tests/test_changelog.py builds.
 VIRTUAL_BOARD = ("--backend", "rtl", "--rows", "1024", "--rules", "16")
 CONNECTION_LOST = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
+# What every front-end answers a write the host tier's loss interrupted (RESP, memcached and the
+# admin API say it alike): only a group kill, which kills Redis a moment before serve, may cause it.
+TIER_LOST = re.compile(r"host tier (unavailable|connection lost)")
+
+
+def _refusal(exc: Exception) -> str:
+    if isinstance(exc, urllib.error.HTTPError):  # its body says why
+        return f"HTTP {exc.code}: {exc.read().decode('utf-8', 'replace')[:200]}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event,
@@ -243,11 +259,13 @@ def _run_thread(served: "Served", load: Load, tid: int, stop: threading.Event,
             name, write = writers[n % len(writers)]
             try:
                 touched = write(clients[name], load, tid, n // len(writers))
+            except urllib.error.HTTPError as exc:  # an error reply (an OSError, not a lost link)
+                load.refused(name, exc)
+                return  # this thread's one write in flight stays pending
             except CONNECTION_LOST:
                 return  # serve is gone: this thread's one write in flight stays pending
-            except (redis.RedisError, AssertionError) as exc:
-                with load.lock:
-                    load.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            except (redis.RedisError, MemcacheError, AssertionError) as exc:
+                load.refused(name, exc)
                 return
             now = time.monotonic()
             for h in touched:
@@ -340,9 +358,9 @@ class Served:
     def kill(self, how: str) -> tuple[float, Optional[str]]:
         """SIGKILL serve ("serve") or redis-server and serve ("group"); wait until both are gone.
         Returns the kill's time and, when the child outlived serve, what /proc said of it."""
+        killed_at = time.monotonic()  # the kill begins (with Redis', in a group kill)
         if how == "group":
             os.kill(self.redis_pid, signal.SIGKILL)
-        killed_at = time.monotonic()
         self.proc.kill()
         self.proc.wait()
         orphan = None
@@ -489,12 +507,28 @@ class CrashReport:
     max_child_exit_s: float = 0.0  # serve kills: how long redis-server took to be gone
     max_engine_entries: int = 0  # the most engine entries one check compared with Redis
     errors: list[str] = field(default_factory=list)  # error replies, corruption, incoherence
+    tier_lost_replies: int = 0  # group kills: writes in flight that serve, outliving Redis for a
+    # moment, answered with the host tier's loss (not acknowledged: they stay in flight)
     seconds: float = 0.0  # the whole run: starts, loads, checks
     load_seconds: float = 0.0  # under load only (from the threads' start to the kill)
 
     def failures(self) -> list[str]:
         """What makes the run fail whatever the fsync policy."""
         return self.orphans + self.errors
+
+
+def sort_refusals(errors: list[tuple[float, str]], how: str,
+                  killed_at: float) -> tuple[int, list[str]]:
+    """Error replies of one cycle: how many the kill itself caused (a group kill's Redis went
+    first and serve answered the writes in flight with the host tier's loss), and the rest,
+    which are faults."""
+    caused, faults = 0, []
+    for at, text in errors:
+        if how == "group" and at >= killed_at and TIER_LOST.search(text):
+            caused += 1
+        else:
+            faults.append(text)
+    return caused, faults
 
 
 def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledged: int,
@@ -542,7 +576,9 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
             report.acknowledged += load.acknowledged()
             for name, count in load.by_writer.items():
                 report.by_writer[name] = report.by_writer.get(name, 0) + count
-            report.errors += load.errors
+            interrupted, refused = sort_refusals(load.errors, how, kill_times[cycle])
+            report.tier_lost_replies += interrupted
+            report.errors += refused
             if orphan:
                 report.orphans.append(orphan)
             elif how == "serve":

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from crash_support import (VIRTUAL_BOARD, WRITERS, Load, Served, check, compare_engine,
-                           run_crashes)
+                           run_crashes, sort_refusals)
 from redis_benchmark import DEFAULT_SUITE, run_suite
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
@@ -61,6 +61,20 @@ def test_the_check_finds_lost_and_foreign_versions(tmp_path: Path) -> None:
         assert len(found) == 2 and "k:foreign" in found[0] and "k:none" in found[1]
     finally:
         served.stop()
+
+
+def test_only_a_group_kill_excuses_the_host_tiers_loss_after_it_began() -> None:
+    """In a group kill Redis dies a moment before serve, which may answer the writes in flight
+    with the host tier's loss: those are the kill's. The same reply before the kill, after a
+    kill of serve alone, or any other error reply is a fault."""
+    lost = "MSET: ResponseError: host tier connection lost"
+    down = "INCR: ResponseError: host tier unavailable: Redis cannot be reached"
+    other = "SET: ResponseError: ERR syntax error"
+    errors = [(9.0, down), (10.0, lost), (10.5, down), (10.5, other),
+              (11.0, "REST PUT: HTTP 503: {\"detail\":\"host tier unavailable: Redis cannot be reached\"}")]
+    assert sort_refusals(errors, "group", 10.0) == (3, [down, other])
+    assert sort_refusals(errors, "serve", 10.0) == (0, [text for _, text in errors])
+    assert sort_refusals([], "group", 10.0) == (0, [])
 
 
 def test_redis_benchmark_default_suite_has_no_errors(tmp_path: Path) -> None:
