@@ -78,6 +78,10 @@ class Backend(ABC):
     """One engine implementation: the model, the Verilated RTL, or a board."""
 
     name: str = "abstract"
+    # Whether anything outside this process can write the data plane (a board's or the virtual
+    # board's Ethernet port), so that its change log needs draining into the host tier. The
+    # model's data-plane port is reachable only in-process (KVEngine.data_plane()).
+    wired_data_plane: bool = True
 
     def __init__(self, geometry: Geometry) -> None:
         self.geometry = geometry

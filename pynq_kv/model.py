@@ -91,6 +91,7 @@ class ModelBackend(Backend):
     """In-memory engine; the table is stored as flat slot arrays of key and value words."""
 
     name = "model"
+    wired_data_plane = False
 
     def __init__(self, geometry: Geometry, changelog_depth: int = DEFAULT_DEPTH) -> None:
         super().__init__(geometry)

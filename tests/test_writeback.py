@@ -176,3 +176,20 @@ def test_a_key_the_data_plane_wrote_is_taken_out_again(tmp_path: Path) -> None:
     finally:
         direct.close()
         host.close()
+
+
+@pytest.mark.skipif(not HAVE_REDIS, reason="needs redis-server (Debian: redis-server)")
+def test_serve_on_the_model_runs_no_drain(tmp_path: Path) -> None:
+    """Nothing outside the process can write the model's data plane, so serve polls no change
+    log there (tests/test_crash.py's virtual-board run shows the drain where the wire writes)."""
+    from crash_support import Served, resp_client
+
+    served = Served(tmp_path / "data", "everysec")
+    try:
+        client = resp_client(served)
+        info = client.info("hosttier")
+        client.close()
+    finally:
+        served.stop()
+    assert info["hosttier_up"] == 1
+    assert "changelog_drained" not in info

@@ -169,7 +169,10 @@ async def _start_tier(running: Running) -> None:
     appliance.tier = tier
     running.closers.append(tier.close)  # closed after every front-end
     appliance.refill()
-    if appliance.engine.changelog_stats().depth:  # a data plane: its writes go to Redis too
+    engine = appliance.engine
+    # a data plane that something outside can write (not the model's): its writes go to Redis
+    # too, polled every 2 ms while the log is empty (the model: no one can, so no polling)
+    if engine.backend.wired_data_plane and engine.changelog_stats().depth:
         from ..writeback import ChangeDrain
 
         tier.drain = ChangeDrain(appliance, tier)
