@@ -68,8 +68,9 @@ def create_app(appliance: Optional[Appliance] = None, *, token: Optional[str] = 
     config: the serve settings shown by /v1/overlay, secrets already hidden.
     max_body_bytes / max_import_bytes: the largest request body of any route / of a bulk
     import (POST /v1/entries); larger ones are 413 before they are read (limits.BodyGuard).
-    accept_errors: how many accepts of the server running the app failed (serve counts them
-    for uvicorn, pynq_kv.serve.accept); reported with the admin counters.
+    accept_errors: how many accepts of the server running the app failed (serve's uvicorn
+    accepts through pynq_kv.serve.accept's Listener, which counts them); reported with the
+    admin counters.
     """
     if max_body_bytes < 1 or max_import_bytes < 1:
         raise ValueError("body limits must be at least 1 byte")

@@ -23,6 +23,7 @@ Prints one JSON object.
     python benchmarks/resp.py                     # both parts, full size (about 5 minutes)
     python benchmarks/resp.py --quick             # fewer requests, one round: a smoke test
     python benchmarks/resp.py --part host_tier --suite-requests 5000
+    python benchmarks/resp.py --event-loop asyncio  # pynq-kv serve on asyncio's own loop
 """
 
 from __future__ import annotations
@@ -83,14 +84,14 @@ def start_redis(tmp: Path, appendfsync: str = "") -> tuple[subprocess.Popen, int
     return proc, port
 
 
-def start_pynq_kv() -> tuple[subprocess.Popen, int]:
+def start_pynq_kv(event_loop: str) -> tuple[subprocess.Popen, int]:
     """`pynq-kv serve` memory-only (model backend, default geometry), on free ports."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "pynq_kv", "serve", "--no-store", "--resp-port", str(port),
          "--udp-port", str(free_port()), "--admin-port", str(free_port()),
-         "--log-level", "warning"],
+         "--log-level", "warning", "--event-loop", event_loop],
         env=env)
     wait_port(port, timeout=60)
     if proc.poll() is not None:
@@ -151,7 +152,7 @@ def bench(port: int, test: str, requests: int, pipeline: int) -> tuple[float, st
     return float(figures[0][1]), done.stderr.strip()
 
 
-def memory_only(rounds: int, scale: int) -> dict[str, Any]:
+def memory_only(rounds: int, scale: int, event_loop: str) -> dict[str, Any]:
     """GET and SET, -P 1 and -P 16, memory-only pynq-kv against redis-server without AOF."""
     tests = [  # name, redis-benchmark test, requests, pipeline
         ("set_p1", "set", 100_000 // scale, 1),
@@ -161,7 +162,7 @@ def memory_only(rounds: int, scale: int) -> dict[str, Any]:
     ]
     with tempfile.TemporaryDirectory(prefix="pynq-kv-bench-") as tmp:
         redis, redis_port = start_redis(Path(tmp))
-        pynq, pynq_port = start_pynq_kv()
+        pynq, pynq_port = start_pynq_kv(event_loop)
         servers = {"redis_server": redis_port, "pynq_kv": pynq_port}
         best: dict[str, dict[str, float]] = {name: {} for name in servers}
         remarks: list[str] = []
@@ -200,7 +201,7 @@ def memory_only(rounds: int, scale: int) -> dict[str, Any]:
     return result
 
 
-def host_tier(appendfsync: str, rounds: int, requests: int) -> dict[str, Any]:
+def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str) -> dict[str, Any]:
     """redis-benchmark's default suite, -P 1 (requests) and -P 16 (4 x requests), 50 clients:
     `pynq-kv serve --store private` against redis-server, both with AOF appendfsync."""
     depths = {"P1": (1, requests), "P16": (16, 4 * requests)}
@@ -209,7 +210,8 @@ def host_tier(appendfsync: str, rounds: int, requests: int) -> dict[str, Any]:
         redis, redis_port = start_redis(Path(tmp), appendfsync)
         served = None
         try:
-            served = Served(Path(tmp) / "pynq-kv-data", appendfsync)
+            served = Served(Path(tmp) / "pynq-kv-data", appendfsync,
+                            extra=("--event-loop", event_loop))
             servers = {"redis_server": redis_port, "pynq_kv": served.resp_port}
             # the count before: pynq-kv's INFO is its Redis', whose own connections (redis-py's
             # CLIENT SETINFO, which Redis 7.0 does not know) have error replies already
@@ -261,6 +263,8 @@ def main() -> None:
     parser.add_argument("--suite-requests", type=int, default=20_000,
                         help="requests per suite test at -P 1 (x4 at -P 16; default 20000)")
     parser.add_argument("--suite-rounds", type=int, default=1)
+    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+                        help="pynq-kv serve's --event-loop (default auto: uvloop when installed)")
     args = parser.parse_args()
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
         raise SystemExit("needs redis-server and redis-benchmark (Debian: redis-server, redis-tools)")
@@ -268,11 +272,12 @@ def main() -> None:
     if args.part in ("both", "host_tier"):
         requests = args.suite_requests // 10 if args.quick else args.suite_requests
         result["host_tier"] = host_tier(args.appendfsync, 1 if args.quick else args.suite_rounds,
-                                        requests)
+                                        requests, args.event_loop)
         result["ratios"] = result["host_tier"]["ratios"]
     if args.part in ("both", "memory_only"):
         result["memory_only"] = memory_only(1 if args.quick else args.rounds,
-                                            10 if args.quick else 1)
+                                            10 if args.quick else 1, args.event_loop)
+    result["event_loop"] = args.event_loop
     result["date"] = time.strftime("%Y-%m-%d %H:%M:%S %z")
     result["machine"] = {"python": platform.python_version(), "cpus": os.cpu_count(),
                          "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}

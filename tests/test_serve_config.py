@@ -208,3 +208,32 @@ def test_store_file_settings_and_refusals(tmp_path: Path) -> None:
     assert build_config({}, {"state": tmp_path / "s.npz"}).store == "none"
     with pytest.raises(ConfigError, match="--state is a snapshot file"):
         build_config({}, {"state": tmp_path / "s.npz", "data_dir": tmp_path / "d"})
+
+
+def test_event_loop_from_file_and_flags_and_refusals(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pynq_kv.serve import config as config_module
+    from pynq_kv.serve import eventloop
+
+    assert build_config({}, {}).event_loop == "auto"
+    path = write(tmp_path, 'event_loop = "asyncio"\n')
+    assert build_config(load_config_file(path), {}).event_loop == "asyncio"
+    assert build_config(load_config_file(path), {"event_loop": "auto"}).event_loop == "auto"
+    with pytest.raises(ConfigError, match="event_loop must be one of auto, asyncio, uvloop"):
+        build_config({"event_loop": "trio"}, {})
+    monkeypatch.setattr(config_module, "uvloop_installed", lambda: False)
+    with pytest.raises(ConfigError, match=r"uvloop is not installed.*--event-loop asyncio"):
+        build_config({}, {"event_loop": "uvloop"})
+    assert build_config({}, {"event_loop": "auto"}).event_loop == "auto"  # auto falls back
+    monkeypatch.setattr(eventloop, "uvloop_installed", lambda: False)
+    assert eventloop.resolve("auto") == "asyncio"
+
+
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_the_loop_serve_runs_on_is_the_one_named(event_loop: str) -> None:
+    from pynq_kv.serve import eventloop
+
+    async def name() -> str:
+        return eventloop.running_loop_name()
+
+    assert eventloop.run(name(), event_loop).split()[0] == event_loop

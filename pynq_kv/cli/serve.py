@@ -9,6 +9,7 @@ from typing import Any, Optional
 import click
 
 from ..serve.config import DEFAULT_STORE
+from ..serve.eventloop import EVENT_LOOPS
 from .common import CLIError, config_of, describe
 
 # -- serve -----------------------------------------------------------------------------------
@@ -82,6 +83,9 @@ from .common import CLIError, config_of, describe
               help="RESP: close a client idle this long, 0 = never (Redis' timeout) [default 0].")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
               default=None, help="Log level [default info].")
+@click.option("--event-loop", type=click.Choice(EVENT_LOOPS), default=None,
+              help="The front-ends' event loop: uvloop (less CPU per request), asyncio's own, "
+                   "or auto: uvloop when installed [default auto].")
 @click.pass_context
 def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
           resp_port: Optional[int], udp_port: Optional[int], admin_port: Optional[int],
@@ -92,7 +96,8 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
           replace_settings: bool, save_interval: Optional[float],
           requirepass: Optional[str],
           admin_token: Optional[str], layout: Optional[str], max_clients: Optional[int],
-          maxmemory_clients: Optional[int], idle_timeout: Optional[float], log_level: Optional[str]) -> None:
+          maxmemory_clients: Optional[int], idle_timeout: Optional[float], log_level: Optional[str],
+          event_loop: Optional[str]) -> None:
     """Run the appliance: Redis, memcached-UDP and admin front-ends over one engine.
 
     \b
@@ -108,9 +113,9 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     file: then serve loads it at start and saves it periodically and at shutdown. Stop with
     Ctrl-C or SIGTERM (graceful: nothing is lost).
     """
-    import asyncio
     import logging
 
+    from ..serve import eventloop
     from ..serve.runner import serve as run_appliance
     from ..serve.config import build_config, load_config_file
 
@@ -142,7 +147,8 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
              "bind": bind, "resp_port": resp_port, "udp_port": udp_port, "admin_port": admin_port,
              "save_interval": save_interval, "requirepass": requirepass,
              "admin_token": admin_token, "layout": layout, "log_level": log_level,
-             "udp_budget": udp_budget, "replace_settings": replace_settings or None}
+             "udp_budget": udp_budget, "replace_settings": replace_settings or None,
+             "event_loop": event_loop}
     flags.update({k: v for k, v in given.items() if v is not None})
     networks = {"udp_allow": udp_allow, "udp_deny": udp_deny, "udp_trust": udp_trust}
     flags.update({k: list(v) for k, v in networks.items() if v})
@@ -157,6 +163,6 @@ def serve(ctx: click.Context, config_file: Optional[Path], bind: Optional[str],
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(run_appliance(config))
+        eventloop.run(run_appliance(config), config.event_loop)
     except OSError as exc:
         raise CLIError(f"cannot start: {describe(exc)}") from exc

@@ -8,6 +8,12 @@ accept loop the RESP front-end uses instead: every failed accept is counted, the
 one line per LOG_INTERVAL seconds (saying how many it left out), and on running out of
 descriptors or memory it stops accepting for RESOURCE_BACKOFF seconds instead of spinning; the
 clients wait in the kernel's backlog and are accepted once descriptors are free again.
+
+Both TCP front-ends accept through it: RESP, and the admin service, whose uvicorn server is
+handed a Listener in place of the loop's own server. The event loop's accept loop is then never
+used, so the behaviour above is the same on asyncio's loop and on uvloop (whose libuv accepts
+and closes waiting clients itself when out of descriptors, and closes a server whose listen
+callback gets an error).
 """
 
 from __future__ import annotations
@@ -68,7 +74,9 @@ class LogLimiter:
 class Listener:
     """A listening TCP socket whose clients get protocol_factory()'s protocol (as create_server).
 
-    accept_errors counts failed accept() calls; they are logged through one LogLimiter.
+    accept_errors counts failed accept() calls; they are logged through one LogLimiter. close()
+    and wait_closed() are those of asyncio.Server, so a server that keeps its listeners as
+    asyncio.Server objects (uvicorn) can keep a Listener instead.
     """
 
     def __init__(self, protocol_factory: Callable[[], asyncio.Protocol], sock: socket.socket,
@@ -150,34 +158,6 @@ class Listener:
             self.loop.remove_reader(self.sock.fileno())
         self.sock.close()
 
+    async def wait_closed(self) -> None:
+        """Nothing to wait for: close() stops accepting at once (asyncio.Server's interface)."""
 
-ASYNCIO_ACCEPT_ERROR = "socket.accept() out of system resource"  # asyncio's context message
-
-
-class AsyncioAcceptErrors:
-    """A loop exception handler for servers asyncio accepts for (the admin service's uvicorn,
-    whose accept loop cannot be replaced): its per-accept EMFILE/ENFILE tracebacks become a
-    count and at most one log line per LOG_INTERVAL; everything else goes to the handler that
-    was there before (or asyncio's default)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, logger: logging.Logger) -> None:
-        self.loop = loop
-        self.errors = 0
-        self._log = LogLimiter(logger)
-        self._previous = loop.get_exception_handler()
-        loop.set_exception_handler(self._handle)
-
-    def _handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-        if context.get("message") == ASYNCIO_ACCEPT_ERROR:
-            self.errors += 1
-            exc = context.get("exception")
-            self._log.warning("cannot accept clients on %s: %s (%d accept errors so far)",
-                              context.get("socket"), getattr(exc, "strerror", exc), self.errors)
-        elif self._previous is not None:
-            self._previous(loop, context)
-        else:
-            loop.default_exception_handler(context)
-
-    def remove(self) -> None:
-        """Put the previous handler back."""
-        self.loop.set_exception_handler(self._previous)

@@ -13,6 +13,7 @@ import contextlib
 import gc
 import logging
 import signal
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Optional
 
@@ -20,8 +21,9 @@ from .. import __version__
 from ..appliance import Appliance
 from ..hosttier import HostTier
 from ..overlay import KVOverlay, load
-from .accept import AsyncioAcceptErrors, listening_socket
+from .accept import Listener, listening_socket
 from .config import ServeConfig, StoredSettings, with_stored_settings
+from .eventloop import running_loop_name
 
 log = logging.getLogger("pynq_kv.serve")
 # On shutdown, accepted bulk imports get this long to finish before the state file is saved.
@@ -90,22 +92,43 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
     from pynq_kv_api.main import create_app
 
     class EmbeddedServer(uvicorn.Server):
-        """uvicorn without its own signal handlers: serve() owns SIGINT/SIGTERM."""
+        """uvicorn without its own signal handlers (serve() owns SIGINT/SIGTERM), accepting
+        through pynq-kv's Listener instead of the loop's server, so that running out of
+        descriptors is handled as for RESP on every event loop (pynq_kv/serve/accept.py)."""
+
+        def __init__(self, config: uvicorn.Config) -> None:
+            super().__init__(config)
+            self.listeners: list[Listener] = []
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             yield
 
+        async def startup(self, sockets: Optional[list[socket.socket]] = None) -> None:
+            """uvicorn's startup for given sockets, with lifespan off (the Config below)."""
+            config = self.config
+
+            def protocol() -> asyncio.Protocol:
+                return config.http_protocol_class(  # type: ignore[call-arg]
+                    config=config, server_state=self.server_state, app_state=self.lifespan.state)
+
+            self.listeners = [Listener(protocol, sock, log, "admin") for sock in sockets or ()]
+            self.servers = self.listeners  # type: ignore[assignment]  # what shutdown() closes
+            self.started = True
+
+        @property
+        def accept_errors(self) -> int:
+            return sum(listener.accept_errors for listener in self.listeners)
+
     limits = {name: value for name, value in (("max_body_bytes", config.admin_max_body),
                                               ("max_import_bytes", config.admin_max_import))
               if value is not None}
     sock = listening_socket(config.bind, config.admin_port, 1024)
-    accept_errors = AsyncioAcceptErrors(asyncio.get_running_loop(), log)  # uvicorn's accepts
+    server: Optional[EmbeddedServer] = None
     try:
         app = create_app(running.appliance, token=config.admin_token, config=config.public(),
-                         accept_errors=lambda: accept_errors.errors, **limits)
+                         accept_errors=lambda: server.accept_errors if server else 0, **limits)
     except BaseException:
-        accept_errors.remove()
         sock.close()
         raise
     server = EmbeddedServer(uvicorn.Config(app, log_level="warning", access_log=False,
@@ -113,7 +136,7 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         if task.done():
-            accept_errors.remove()
+            sock.close()
             task.result()  # raises what stopped it
             raise RuntimeError("the admin service stopped during start-up")
         await asyncio.sleep(0.01)
@@ -122,7 +145,6 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
         server.should_exit = True
         await task
         sock.close()
-        accept_errors.remove()
         running_imports = sum(1 for job in app.state.imports.all() if job.state == "running")
         if running_imports:
             log.info("finishing %d bulk import(s) before shutdown (at most %g s)", running_imports,
@@ -217,6 +239,7 @@ def describe(running: Running, config: ServeConfig) -> list[str]:
         f"key_width={g.key_width} value_width={g.value_width} ways={g.ways} rows={g.rows} "
         f"stash={g.stash} rules={g.rules} (capacity {g.capacity}, {occ.used} entries loaded"
         + source + ")",
+        f"  event loop: {running_loop_name()}",
     ]
     udp_label = ("memcached (binary + text) on udp://{}:{}, bridged to the virtual board's "
                  "Ethernet port (Verilated kv_top)" if uses_virtual_board(config)

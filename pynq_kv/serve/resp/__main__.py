@@ -14,6 +14,7 @@ import sys
 from ...engine import KVEngine
 from ...geometry import Geometry
 from ...appliance import Appliance
+from ..eventloop import EVENT_LOOPS, run
 from .server import RespConfig, start_resp_server
 
 
@@ -28,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-clients", type=int, default=RespConfig.max_clients)
     parser.add_argument("--idle-timeout", type=float, default=0.0)
     parser.add_argument("--no-batching", action="store_true")
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto")
     args = parser.parse_args(argv)
 
     geometry = Geometry(rows=args.rows, value_width=args.value_width)
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         await stop.wait()
         await server.close()
 
-    asyncio.run(serve())
+    run(serve(), args.event_loop)
     appliance.close()
     return 0
 

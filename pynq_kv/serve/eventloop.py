@@ -1,0 +1,49 @@
+"""Which event loop the front-ends run on: uvloop where it is installed, asyncio's own otherwise.
+
+Every front-end shares one loop, and at one request per client turn most of a request's server
+CPU is the sockets' system calls and the loop's own work (docs/resp.md, "Performance"). uvloop
+(libuv) does that work in C. Nothing in pynq-kv depends on which loop runs: both TCP front-ends
+accept through pynq_kv/serve/accept.py's Listener, never through the loop's own server, and the
+rest is the asyncio API both loops implement. `auto` (the default) takes uvloop when it imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from typing import Any, Coroutine, TypeVar
+
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+T = TypeVar("T")
+
+
+def uvloop_installed() -> bool:
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def resolve(event_loop: str) -> str:
+    """The loop `event_loop` names here: auto becomes uvloop when it is installed."""
+    if event_loop not in EVENT_LOOPS:
+        raise ValueError(f"event loop must be one of {', '.join(EVENT_LOOPS)}, got {event_loop!r}")
+    if event_loop == "auto":
+        return "uvloop" if uvloop_installed() else "asyncio"
+    return event_loop
+
+
+def run(main: Coroutine[Any, Any, T], event_loop: str = "auto") -> T:
+    """asyncio.run(main) on the loop `event_loop` names."""
+    if resolve(event_loop) == "uvloop":
+        import uvloop
+
+        return uvloop.run(main)
+    return asyncio.run(main)
+
+
+def running_loop_name() -> str:
+    """The running loop for the start-up banner: "uvloop 0.23.0" or "asyncio"."""
+    loop_module = type(asyncio.get_running_loop()).__module__
+    if loop_module.startswith("uvloop"):
+        import uvloop
+
+        return f"uvloop {uvloop.__version__}"
+    return "asyncio"
