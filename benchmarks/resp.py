@@ -49,6 +49,7 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 from crash_support import Served  # noqa: E402  (tests/crash_support.py)
+from pynq_kv.serve.eventloop import EVENT_LOOPS  # noqa: E402
 from redis_benchmark import DEFAULT_SUITE, run_suite  # noqa: E402  (tests/redis_benchmark.py)
 
 KEYSPACE = 10000  # -r: keys key:000000000000 .. fit the default table (32776 slots) at 31 %
@@ -263,7 +264,7 @@ def main() -> None:
     parser.add_argument("--suite-requests", type=int, default=20_000,
                         help="requests per suite test at -P 1 (x4 at -P 16; default 20000)")
     parser.add_argument("--suite-rounds", type=int, default=1)
-    parser.add_argument("--event-loop", choices=("auto", "asyncio", "uvloop"), default="auto",
+    parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
                         help="pynq-kv serve's --event-loop (default auto: uvloop when installed)")
     args = parser.parse_args()
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):

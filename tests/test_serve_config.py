@@ -8,6 +8,7 @@ import pytest
 
 from pynq_kv.errors import GeometryError
 from pynq_kv.serve.config import ConfigError, ServeConfig, build_config, load_config_file
+from pynq_kv.serve.eventloop import uvloop_installed
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -229,7 +230,10 @@ def test_event_loop_from_file_and_flags_and_refusals(tmp_path: Path,
     assert eventloop.resolve("auto") == "asyncio"
 
 
-@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("event_loop", [
+    "asyncio",
+    pytest.param("uvloop", marks=pytest.mark.skipif(not uvloop_installed(),
+                                                    reason="uvloop is not installed here"))])
 def test_the_loop_serve_runs_on_is_the_one_named(event_loop: str) -> None:
     from pynq_kv.serve import eventloop
 

@@ -10,7 +10,6 @@ rest is the asyncio API both loops implement. `auto` (the default) takes uvloop 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from typing import Any, Coroutine, TypeVar
 
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
@@ -18,7 +17,13 @@ T = TypeVar("T")
 
 
 def uvloop_installed() -> bool:
-    return importlib.util.find_spec("uvloop") is not None
+    """uvloop imports here (an install that is there but broken counts as none: auto then
+    falls back to asyncio's loop instead of failing at start)."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def resolve(event_loop: str) -> str:

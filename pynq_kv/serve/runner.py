@@ -26,6 +26,8 @@ from .config import ServeConfig, StoredSettings, with_stored_settings
 from .eventloop import running_loop_name
 
 log = logging.getLogger("pynq_kv.serve")
+# The admin service's listen backlog: uvicorn's default, which it used when it listened itself.
+ADMIN_BACKLOG = 2048
 # On shutdown, accepted bulk imports get this long to finish before the state file is saved.
 IMPORT_DRAIN_SECONDS = 30.0
 
@@ -123,7 +125,7 @@ async def _start_admin(running: Running, config: ServeConfig) -> None:
     limits = {name: value for name, value in (("max_body_bytes", config.admin_max_body),
                                               ("max_import_bytes", config.admin_max_import))
               if value is not None}
-    sock = listening_socket(config.bind, config.admin_port, 1024)
+    sock = listening_socket(config.bind, config.admin_port, ADMIN_BACKLOG)
     server: Optional[EmbeddedServer] = None
     try:
         app = create_app(running.appliance, token=config.admin_token, config=config.public(),
