@@ -17,14 +17,8 @@ import pytest
 from abuse_scenarios import fd_exhaustion
 from abuse_support import Scenario, run_scenario
 from pynq_kv.serve.accept import LogLimiter
-from pynq_kv.serve.eventloop import uvloop_installed
 
 pytestmark = pytest.mark.timeout(180)
-# Each test on asyncio's loop and on uvloop (a dependency where it has wheels; else skipped).
-uvloop_too = pytest.mark.parametrize("event_loop", [
-    "asyncio",
-    pytest.param("uvloop", marks=pytest.mark.skipif(not uvloop_installed(),
-                                                    reason="uvloop is not installed here"))])
 
 
 def test_log_limiter_says_how_many_it_suppressed(caplog) -> None:
@@ -40,15 +34,14 @@ def test_log_limiter_says_how_many_it_suppressed(caplog) -> None:
     assert "999 similar messages suppressed" in caplog.records[-1].getMessage()
 
 
-@uvloop_too
 @pytest.mark.parametrize("frontend", ["resp", "admin"])
-def test_more_clients_than_descriptors(frontend: str, event_loop: str, tmp_path: Path) -> None:
+def test_more_clients_than_descriptors(frontend: str, loop_name: str, tmp_path: Path) -> None:
     """Both front-ends accept through pynq_kv's Listener on both event loops (before: uvicorn on
     asyncio's accept loop wrote 200,000 log lines in 4 s; on uvloop the admin service no longer
     logged nor counted running out of descriptors: libuv closes the waiting clients itself)."""
     scenario = Scenario(f"fd_exhaustion_{frontend}",
                         fd_exhaustion(clients=150, hold_seconds=(3.0, 3.0), frontend=frontend),
-                        serve_args=("--event-loop", event_loop), nofile=64, probes=("ping",))
+                        serve_args=("--event-loop", loop_name), nofile=64, probes=("ping",))
     result = run_scenario(scenario, small=True, workdir=tmp_path)
     assert "error" not in result and result["crashes"] == 0 and result["keys_lost"] == 0, result
     assert result["log_accept_warnings"] >= 1, result  # it did run out of descriptors
@@ -59,8 +52,7 @@ def test_more_clients_than_descriptors(frontend: str, event_loop: str, tmp_path:
     assert result["max_control_stall_ms"] < 250, result
 
 
-@uvloop_too
-def test_accepted_clients_have_nagle_off(event_loop: str,
+def test_accepted_clients_have_nagle_off(loop_name: str,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Both listeners, RESP's and serve's admin service (uvicorn's protocol on a Listener, which
     this records: were it accepted elsewhere, nothing would be), hand out clients with
@@ -106,5 +98,5 @@ def test_accepted_clients_have_nagle_off(event_loop: str,
             await running.close()
             await server.close()
 
-    resp_nodelay, admin_nodelay = eventloop.run(nodelay_of_accepted(), event_loop)
+    resp_nodelay, admin_nodelay = eventloop.run(nodelay_of_accepted(), loop_name)
     assert resp_nodelay and admin_nodelay

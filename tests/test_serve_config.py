@@ -8,7 +8,6 @@ import pytest
 
 from pynq_kv.errors import GeometryError
 from pynq_kv.serve.config import ConfigError, ServeConfig, build_config, load_config_file
-from pynq_kv.serve.eventloop import uvloop_installed
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -213,7 +212,6 @@ def test_store_file_settings_and_refusals(tmp_path: Path) -> None:
 
 def test_event_loop_from_file_and_flags_and_refusals(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from pynq_kv.serve import config as config_module
     from pynq_kv.serve import eventloop
 
     assert build_config({}, {}).event_loop == "auto"
@@ -222,22 +220,17 @@ def test_event_loop_from_file_and_flags_and_refusals(tmp_path: Path,
     assert build_config(load_config_file(path), {"event_loop": "auto"}).event_loop == "auto"
     with pytest.raises(ConfigError, match="event_loop must be one of auto, asyncio, uvloop"):
         build_config({"event_loop": "trio"}, {})
-    monkeypatch.setattr(config_module, "uvloop_installed", lambda: False)
+    monkeypatch.setattr(eventloop, "uvloop_installed", lambda: False)
     with pytest.raises(ConfigError, match=r"uvloop is not installed.*--event-loop asyncio"):
         build_config({}, {"event_loop": "uvloop"})
     assert build_config({}, {"event_loop": "auto"}).event_loop == "auto"  # auto falls back
-    monkeypatch.setattr(eventloop, "uvloop_installed", lambda: False)
     assert eventloop.resolve("auto") == "asyncio"
 
 
-@pytest.mark.parametrize("event_loop", [
-    "asyncio",
-    pytest.param("uvloop", marks=pytest.mark.skipif(not uvloop_installed(),
-                                                    reason="uvloop is not installed here"))])
-def test_the_loop_serve_runs_on_is_the_one_named(event_loop: str) -> None:
+def test_the_loop_serve_runs_on_is_the_one_named(loop_name: str) -> None:
     from pynq_kv.serve import eventloop
 
     async def name() -> str:
         return eventloop.running_loop_name()
 
-    assert eventloop.run(name(), event_loop).split()[0] == event_loop
+    assert eventloop.run(name(), loop_name).split()[0] == loop_name

@@ -36,7 +36,7 @@ from ..net.addr import is_loopback
 from ..options import GEOMETRY_KEYS, EngineOptions
 from ..overlay import AUTO, unavailable_here
 from ..admission import DEFAULT_BUDGET, Admission, AdmissionError, admission_from_options
-from .eventloop import EVENT_LOOPS, uvloop_installed
+from .eventloop import unavailable as unavailable_loop
 
 FRONTENDS = ("resp", "udp", "admin")
 # Where the data lives (docs/hosttier.md): "none" in the engine only (a --state snapshot file at
@@ -107,7 +107,7 @@ class ServeConfig:
     udp_trust: list[str] = field(default_factory=list)
     udp_budget: int = DEFAULT_BUDGET
     log_level: str = "info"
-    event_loop: str = "auto"  # one of EVENT_LOOPS: uvloop when installed, else asyncio's
+    event_loop: str = "auto"  # eventloop.EVENT_LOOPS: auto is uvloop when installed
     # Settings given that contradict the data dir's stored ones replace them (else: refused).
     replace_settings: bool = False
     # Which settings the file or the flags gave (build_config): the others may come from the
@@ -166,12 +166,9 @@ class ServeConfig:
             raise ConfigError("every front-end is disabled: nothing to serve")
         self._validate_udp()
         self._validate_store()
-        if self.event_loop not in EVENT_LOOPS:
-            raise ConfigError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, "
-                              f"got {self.event_loop!r}")
-        if self.event_loop == "uvloop" and not uvloop_installed():
-            raise ConfigError("event loop uvloop: uvloop is not installed here (pip install "
-                              "uvloop), or use --event-loop asyncio")
+        reason = unavailable_loop(self.event_loop)
+        if reason is not None:
+            raise ConfigError(reason)
         for name in ("resp_port", "udp_port", "admin_port"):
             port = getattr(self, name)
             if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:

@@ -10,7 +10,7 @@ rest is the asyncio API both loops implement. `auto` (the default) takes uvloop 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Coroutine, TypeVar
+from typing import Any, Coroutine, Optional, TypeVar
 
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 T = TypeVar("T")
@@ -26,10 +26,22 @@ def uvloop_installed() -> bool:
     return True
 
 
+def unavailable(event_loop: str) -> Optional[str]:
+    """Why `event_loop` cannot run here (serve's config and the RESP module's flags say it), or
+    None."""
+    if event_loop not in EVENT_LOOPS:
+        return f"event_loop must be one of {', '.join(EVENT_LOOPS)}, got {event_loop!r}"
+    if event_loop == "uvloop" and not uvloop_installed():
+        return ("event loop uvloop: uvloop is not installed here (pip install uvloop), or use "
+                "--event-loop asyncio")
+    return None
+
+
 def resolve(event_loop: str) -> str:
     """The loop `event_loop` names here: auto becomes uvloop when it is installed."""
-    if event_loop not in EVENT_LOOPS:
-        raise ValueError(f"event loop must be one of {', '.join(EVENT_LOOPS)}, got {event_loop!r}")
+    reason = unavailable(event_loop)
+    if reason is not None:
+        raise ValueError(reason)
     if event_loop == "auto":
         return "uvloop" if uvloop_installed() else "asyncio"
     return event_loop

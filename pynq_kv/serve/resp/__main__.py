@@ -14,7 +14,7 @@ import sys
 from ...engine import KVEngine
 from ...geometry import Geometry
 from ...appliance import Appliance
-from ..eventloop import EVENT_LOOPS, run, uvloop_installed
+from ..eventloop import EVENT_LOOPS, run, unavailable
 from .server import RespConfig, start_resp_server
 
 
@@ -31,8 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-batching", action="store_true")
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto")
     args = parser.parse_args(argv)
-    if args.event_loop == "uvloop" and not uvloop_installed():
-        parser.error("--event-loop uvloop: uvloop is not installed here (pip install uvloop)")
+    reason = unavailable(args.event_loop)
+    if reason is not None:
+        parser.error(reason)
 
     geometry = Geometry(rows=args.rows, value_width=args.value_width)
     appliance = Appliance(lambda: KVEngine(args.backend, geometry))
