@@ -3,7 +3,7 @@
  * hash_into(keys, table, out) XORs, for every key and every non-zero byte b at position p,
  * row 256 p + b of table into the key's row of out:
  *   keys   (N, KEY_BYTES) uint8, C-contiguous;
- *   table  (KEY_BYTES * 256, LANES) uint64, C-contiguous (hashing._row_tables: each lane holds
+ *   table  (KEY_BYTES * 256, LANES) uint64, C-contiguous (hashing.row_tables: each lane holds
  *          two ways' 32-bit hashes of one byte value at one position);
  *   out    (N, LANES) uint64, C-contiguous and writable.
  * H3 is linear, so the XOR of the rows is the hash (docs/engine.md §3). hashing.py holds the

@@ -20,6 +20,18 @@
  * with the value of its key's last occurrence, as the SETs one after another would leave it;
  * existed[i] ((N,) bool, writable) = key i had a copy. Keys with none are placed by the caller.
  *
+ * update_tagged(keys, values, hash_rows, valid, table, table_values, rows, ways): the host
+ * tier's fill of SETs Redis acknowledged (pynq_kv.tier), for keys the table already holds — the
+ * usual case, a key written again — in one call from the lists the front-end parsed, with no
+ * array built for them. keys and values are lists of bytes; each is length-tagged here as
+ * keys.tagged_rows does (a length byte, the bytes, zeros to KEY_BYTES or VALUE_BYTES), hashed
+ * as _h3.hash_into does with hash_rows (hashing.row_tables: (KEY_BYTES * 256, LANES) uint64,
+ * the first `ways` 32-bit halves of a key's lanes are its H_w), and updated as update_copies
+ * does, key by key in list order, until the first key with no copy. Returns how many keys were
+ * updated (all of them, or the index of the first one the caller must SET the full way). Every
+ * item is checked before any slot changes: one that is not bytes or does not fit raises and
+ * leaves the table as it was.
+ *
  * ModelBackend holds the same in numpy (_first_copy; _all_copies and _one_per_slot), used where
  * this module was not built; tests/test_model_fastpath.py checks one against the other. In
  * numpy a small batch costs a few dozen array calls, most of its time, and a large one's
@@ -107,10 +119,15 @@ static Py_ssize_t next_copy(const struct table *t, const uint8_t *key, const uin
     return -1;
 }
 
-static PyObject *finish(Py_buffer *views, int got, int count, const char *problem)
+static void release(Py_buffer *views, int got)
 {
     for (int i = 0; i < got; i++)
         PyBuffer_Release(&views[i]);
+}
+
+static PyObject *finish(Py_buffer *views, int got, int count, const char *problem)
+{
+    release(views, got);
     if (got < count)
         return NULL;
     if (problem != NULL) {
@@ -197,6 +214,102 @@ static PyObject *update_copies(PyObject *self, PyObject *args)
     return finish(views, got, 7, NULL);
 }
 
+#define MAX_LANES 16
+
+/* The length-tagged row of a bytes item (keys.tagged_rows): -1 with an error set if it is not
+ * bytes or does not fit. */
+static int tagged(PyObject *item, uint8_t *row, Py_ssize_t width, const char *what)
+{
+    if (!PyBytes_Check(item)) {
+        PyErr_Format(PyExc_TypeError, "%s must be bytes, not %.100s", what, Py_TYPE(item)->tp_name);
+        return -1;
+    }
+    Py_ssize_t size = PyBytes_GET_SIZE(item);
+    if (size > width - 1 || size > 255) {
+        PyErr_Format(PyExc_ValueError, "a %s of %zd bytes does not fit %zd-byte rows", what, size,
+                     width);
+        return -1;
+    }
+    row[0] = (uint8_t)size;
+    memcpy(row + 1, PyBytes_AS_STRING(item), (size_t)size);
+    memset(row + 1 + size, 0, (size_t)(width - 1 - size));
+    return 0;
+}
+
+static PyObject *update_tagged(PyObject *self, PyObject *args)
+{
+    PyObject *keys, *values, *objs[4];
+    Py_ssize_t rows, ways;
+    if (!PyArg_ParseTuple(args, "O!O!OOOOnn:update_tagged", &PyList_Type, &keys, &PyList_Type,
+                          &values, &objs[0], &objs[1], &objs[2], &objs[3], &rows, &ways))
+        return NULL;
+    static const int ndims[4] = {2, 1, 2, 2};
+    static const Py_ssize_t sizes[4] = {8, 1, 1, 1};
+    static const int writable[4] = {0, 0, 0, 1};
+    static const char *names[4] = {"hash_rows", "valid", "table", "table_values"};
+    Py_buffer views[4];
+    int got = get_buffers(objs, views, 4, ndims, sizes, writable, names);
+    if (got < 4)
+        return finish(views, got, 4, NULL);
+    const Py_ssize_t n = PyList_GET_SIZE(keys), capacity = views[1].shape[0];
+    const Py_ssize_t key_bytes = views[2].shape[1], value_bytes = views[3].shape[1];
+    const Py_ssize_t lanes = views[0].shape[1];
+    const char *problem = NULL;
+    if (PyList_GET_SIZE(values) != n)
+        problem = "keys and values must be as many";
+    else if (views[2].shape[0] != capacity || views[3].shape[0] != capacity)
+        problem = "table and table_values must have a row per slot of valid";
+    else if (views[0].shape[0] != key_bytes * 256 || lanes < 1 || lanes > MAX_LANES)
+        problem = "hash_rows must be (KEY_BYTES * 256, 1 to 16 lanes)";
+    else if (rows < 1 || (rows & (rows - 1)) != 0)
+        problem = "rows must be a power of two";
+    else if (ways < 1 || ways > 2 * lanes || ways > capacity / rows)
+        problem = "the ways do not fit the hash lanes or the table";
+    if (problem != NULL)
+        return finish(views, got, 4, problem);
+
+    struct table t = {(const uint8_t *)views[1].buf, (const uint8_t *)views[2].buf, key_bytes,
+                      ways, rows, capacity};
+    const uint64_t *hash_rows = (const uint64_t *)views[0].buf;
+    uint8_t *table_values = (uint8_t *)views[3].buf;
+    uint8_t *key = PyMem_Malloc((size_t)(key_bytes + value_bytes));
+    if (key == NULL) {
+        release(views, got);
+        return PyErr_NoMemory();
+    }
+    uint8_t *value = key + key_bytes;
+    for (Py_ssize_t i = 0; i < n; i++)  /* every item first: a bad one changes no slot */
+        if (tagged(PyList_GET_ITEM(keys, i), key, key_bytes, "key") < 0
+                || tagged(PyList_GET_ITEM(values, i), value, value_bytes, "value") < 0) {
+            PyMem_Free(key);
+            release(views, got);
+            return NULL;
+        }
+    Py_ssize_t done = 0;
+    for (; done < n; done++) {
+        tagged(PyList_GET_ITEM(keys, done), key, key_bytes, "key");
+        tagged(PyList_GET_ITEM(values, done), value, value_bytes, "value");
+        uint64_t lane[MAX_LANES] = {0};
+        for (Py_ssize_t p = 0; p < key_bytes; p++) {
+            if (key[p] == 0)  /* a zero byte adds nothing (H3 is linear) */
+                continue;
+            const uint64_t *row = hash_rows + ((size_t)p * 256 + key[p]) * (size_t)lanes;
+            for (Py_ssize_t l = 0; l < lanes; l++)
+                lane[l] ^= row[l];
+        }
+        uint32_t hash[2 * MAX_LANES];
+        memcpy(hash, lane, sizeof(lane));
+        Py_ssize_t slot = next_copy(&t, key, hash, -1);
+        if (slot < 0)
+            break;
+        for (; slot >= 0; slot = next_copy(&t, key, hash, slot))
+            memcpy(table_values + slot * value_bytes, value, (size_t)value_bytes);
+    }
+    PyMem_Free(key);
+    release(views, got);
+    return PyLong_FromSsize_t(done);
+}
+
 static PyMethodDef methods[] = {
     {"first_copies", first_copies, METH_VARARGS,
      "first_copies(keys, hashes, valid, table, rows, out): out[i] = flat slot of key i's first "
@@ -204,11 +317,15 @@ static PyMethodDef methods[] = {
     {"update_copies", update_copies, METH_VARARGS,
      "update_copies(keys, hashes, valid, table, values, new_values, rows, existed): every copy "
      "of key i takes new_values[i], in key order; existed[i] = key i had a copy."},
+    {"update_tagged", update_tagged, METH_VARARGS,
+     "update_tagged(keys, values, hash_rows, valid, table, table_values, rows, ways): SET of "
+     "byte-string keys and values, length-tagged, for the leading keys that have a copy; "
+     "returns how many."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_slots", "Each key's first copy in the model's table (pynq_kv.model).",
+    PyModuleDef_HEAD_INIT, "_slots", "The model's table searches and SET updates in C (pynq_kv.model).",
     -1, methods,
 };
 

@@ -103,6 +103,13 @@ class Backend(ABC):
     def delete_batch(self, keys: np.ndarray) -> np.ndarray:
         """DEL every key, in order; returns (N,) uint8 DelStatus."""
 
+    def update_existing(self, keys: list[bytes], values: list[bytes]) -> int:
+        """SET of byte-string keys and values (length-tagged) for as many leading keys as the
+        table already holds; returns how many, and the caller SETs the rest with set_batch.
+        A shortcut for the host tier's fills (most are keys written again): 0 here, so every
+        backend without one is correct as it is."""
+        return 0
+
     # -- control (§5.6) ------------------------------------------------------------------
     @abstractmethod
     def read_slot(self, bank: int, index: int) -> tuple[bool, bytes, bytes]:

@@ -95,7 +95,7 @@ def _lane_tables(seed: int, ways: int, key_width: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=16)
-def _row_tables(seed: int, ways: int, key_width: int) -> np.ndarray:
+def row_tables(seed: int, ways: int, key_width: int) -> np.ndarray:
     """_lane_tables as one (KEY_BYTES × 256, lanes) table: row 256p + b holds every lane of
     byte b at position p, so one gather fetches every way of every byte of a batch."""
     lanes = _lane_tables(seed, ways, key_width)
@@ -126,7 +126,7 @@ def hash_keys(keys: np.ndarray, seed: int, ways: int, key_width: int) -> np.ndar
     if _hash_into_c is None:
         return hash_keys_numpy(keys, seed, ways, key_width)
     keys = np.ascontiguousarray(keys, dtype=np.uint8)
-    table = _row_tables(seed, ways, key_width)
+    table = row_tables(seed, ways, key_width)
     packed = np.empty((len(keys), table.shape[1]), dtype=np.uint64)
     _hash_into_c(keys, table, packed)
     return packed.view(np.uint32)[:, :ways]
@@ -137,7 +137,7 @@ def hash_keys_numpy(keys: np.ndarray, seed: int, ways: int, key_width: int) -> n
     keys = np.asarray(keys, dtype=np.uint8)
     n = len(keys)
     if n <= SMALL_BATCH:
-        table = _row_tables(seed, ways, key_width)
+        table = row_tables(seed, ways, key_width)
         rows = keys.T + _row_offsets(keys.shape[1])  # (KEY_BYTES, N) table rows
         step = max(1, GATHER_BYTES // (keys.shape[1] * table.shape[1] * table.itemsize))
         if n <= step:

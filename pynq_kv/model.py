@@ -37,13 +37,14 @@ from .backend import (
 from .changelog import DEFAULT_DEPTH, ChangelogStats, ChangeLog, ChangeOp, RawChange, logged
 from .errors import CommandError
 from .geometry import Geometry
-from .hashing import MASK64, hash_keys
+from .hashing import MASK64, hash_keys, row_tables
 from .regmap import CONTROL_OPS
 
 try:
-    from ._slots import first_copies as _first_copies_c, update_copies as _update_copies_c
+    from ._slots import (first_copies as _first_copies_c, update_copies as _update_copies_c,
+                         update_tagged as _update_tagged_c)
 except ImportError:  # not built (no C compiler at install): the numpy searches below
-    _first_copies_c = _update_copies_c = None
+    _first_copies_c = _update_copies_c = _update_tagged_c = None
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
@@ -355,6 +356,20 @@ class ModelBackend(Backend):
         self._count("inserts", 1)
         self._count("occupancy", 1)
         return status
+
+    def update_existing(self, keys: list[bytes], values: list[bytes]) -> int:
+        """Backend.update_existing in one C call (pynq_kv._slots.update_tagged): a fill's
+        tagging, hashing and search without the arrays and numpy calls of set_batch, whose
+        fixed cost per batch was most of a host-tier SET's engine update. 0 where the
+        extension was not built."""
+        if _update_tagged_c is None or not keys:
+            return 0
+        g = self.geometry
+        done = _update_tagged_c(keys, values, row_tables(g.hash_seed, g.ways, g.key_width),
+                                self._valid, self._key_bytes, self._value_bytes, g.rows, g.ways)
+        if done:
+            self._count("updates", done)
+        return done
 
     def _set_chunk(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:
         n = len(keys)

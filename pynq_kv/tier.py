@@ -581,8 +581,15 @@ class Tier:
     def _fill(self, limits: Limits, keys: list[bytes], values: list[Any]) -> None:
         if self.not_held:
             self.not_held.difference_update(keys)
-        status = limits.engine.set_batch(limits.key_rows(keys), limits.value_rows(values))
-        refused = int((status == _SET_STATUS_FULL).sum())
+        engine = limits.engine
+        # Most fills are of keys the engine holds already (written again): they take their
+        # values in one call, and only what follows the first new key is a full SET batch.
+        done = 0 if limits.ints else engine.update_existing(keys, values)
+        refused = 0
+        if done < len(keys):
+            rest_keys, rest_values = keys[done:], values[done:]
+            status = engine.set_batch(limits.key_rows(rest_keys), limits.value_rows(rest_values))
+            refused = int((status == _SET_STATUS_FULL).sum())
         self.stats.fills_refused += refused
         self.stats.fills_applied += len(keys) - refused
 

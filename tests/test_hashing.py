@@ -142,7 +142,7 @@ def test_the_c_hash_equals_the_numpy_one(width, ways, seed, n, data):
 
 @needs_c
 def test_the_c_hash_refuses_arrays_it_cannot_read():
-    table = hashing._row_tables(1, 4, 64)
+    table = hashing.row_tables(1, 4, 64)
     keys = np.zeros((3, 8), dtype=np.uint8)
     out = np.zeros((3, 2), dtype=np.uint64)
     hash_into_c(keys, table, out)  # the right shapes
