@@ -17,6 +17,7 @@ from typing import Any, Callable
 import pytest
 import redis
 
+from pynq_kv import redislink
 from resp_helpers import HAVE_REDIS, HOST, PynqServer, RawClient, RedisServer, encode_command
 
 pytestmark = pytest.mark.skipif(not HAVE_REDIS, reason="needs Debian's redis-server")
@@ -473,6 +474,76 @@ def test_sets_of_several_clients_sent_as_one_block_get_their_own_replies(servers
         for key in (f"no:{c}", f"no:{c}:2"):
             assert _engine_value(pynq, key.encode()) is None
             assert direct[0].get(key) is None
+
+
+class _CountingWrites:
+    """The shared link's transport, counting the SETs of each write it passes on."""
+
+    def __init__(self, transport: Any) -> None:
+        self.transport = transport
+        self.sets: list[int] = []
+
+    def write(self, data: bytes) -> None:
+        self.sets.append(data.count(b"$3\r\nSET\r\n"))
+        self.transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
+def test_a_large_tick_of_sets_goes_to_redis_in_parts(servers: Any, clients: Any) -> None:
+    """Five clients' blocks of 40 SETs, arriving while the server's loop is busy (so one tick
+    plans them all): they go to Redis in runs of EARLY_WRITE keys or more, one write each, not
+    one write of 200, and every client still gets redis-server's replies in its own order
+    (an ACL refuses some keys), and the engine only the acknowledged values."""
+    pynq, behind, reference = servers
+    direct = [clients(behind.port), clients(reference.port)]
+    orders = [[f"{'no' if (i + c) % 7 == 0 else 'ok'}:big:{c}:{i}" for i in range(40)] for c in range(5)]
+    payloads = [b"".join(encode_command("SET", key, "w-%s" % key) for key in keys) for keys in orders]
+    for client in direct:
+        client.execute_command("ACL", "SETUSER", "default", "resetkeys", "~ok:*")
+    link = pynq.tier.main
+    counting = _CountingWrites(link.transport)
+    replies = []
+    try:
+        pynq.on_loop(lambda: setattr(link, "transport", counting))
+        for port in (pynq.port, reference.port):
+            socks = [socket.create_connection((HOST, port), timeout=5) for _ in payloads]
+            try:
+                if port == pynq.port:  # the loop sleeps while every block arrives
+                    busy = threading.Thread(target=pynq.on_loop, args=(lambda: time.sleep(0.5),))
+                    busy.start()
+                    time.sleep(0.1)
+                for sock, payload in zip(socks, payloads):
+                    sock.sendall(payload)
+                if port == pynq.port:
+                    busy.join()
+                got = []
+                for sock in socks:
+                    data = b""
+                    while data.count(b"\r\n") < 40:
+                        piece = sock.recv(65536)
+                        assert piece, "closed early"
+                        data += piece
+                    got.append(data)
+                replies.append(got)
+            finally:
+                for sock in socks:
+                    sock.close()
+    finally:
+        pynq.on_loop(lambda: setattr(link, "transport", counting.transport))
+        for client in direct:
+            client.execute_command("ACL", "SETUSER", "default", "resetkeys", "allkeys")
+    assert replies[0] == replies[1]
+    sent = [n for n in counting.sets if n]
+    assert sum(sent) == 200 and len(sent) >= 2 and max(sent) < 200, sent
+    assert all(n >= redislink.EARLY_WRITE for n in sent[:-1]), sent
+    for keys in orders:
+        for key in keys[:3] + keys[-3:]:
+            expected = b"w-" + key.encode() if key.startswith("ok") else None
+            deadline = time.monotonic() + 2
+            while _engine_value(pynq, key.encode()) != expected:
+                assert time.monotonic() < deadline, key
 
 
 def test_a_key_redis_lacks_needs_no_round_trip(servers: Any, clients: Any) -> None:

@@ -5,6 +5,7 @@ encoders (one command, a block of them) encode as the Python ones."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -168,3 +169,50 @@ def test_the_c_block_encoder_refuses_what_it_cannot_encode() -> None:
         encode_block_c([[b"INCR", b"INCR"], [b"a"]])
     with pytest.raises(ValueError):
         redislink.encode_block_py([[b"INCR", b"INCR"], [b"a"]])
+
+
+class _Recorder:
+    """A transport that keeps what the link writes, one entry per write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_link_writes_at_once_when_early_write_requests_wait() -> None:
+    """Fewer than EARLY_WRITE requests go out at the end of the loop turn, in one write; the
+    request that makes EARLY_WRITE (or a run that large) goes out at once with all queued before
+    it. Replies still reach their handlers in request order across the writes."""
+    async def scenario() -> None:
+        link = redislink.Link("test", on_lost=lambda link, exc: None)
+        out = _Recorder()
+        link.connection_made(out)
+        got: list[bytes] = []
+        for i in range(redislink.EARLY_WRITE - 1):
+            link.send(redislink.encode_command([b"GET", b"k%d" % i]), got.append)
+        assert out.writes == []
+        link.send(redislink.encode_command([b"GET", b"last"]), got.append)
+        assert len(out.writes) == 1 and out.writes[0].count(b"GET") == redislink.EARLY_WRITE
+        runs: list[tuple[bytes, int]] = []
+        link.send_many(redislink.encode_block(([b"SET"] * 3, [b"a", b"b", b"c"], [b"1"] * 3)), 3,
+                       lambda replies, errors: runs.append((replies, errors)))
+        assert len(out.writes) == 1  # three: at the end of the turn
+        await asyncio.sleep(0)
+        assert len(out.writes) == 2 and out.writes[1].count(b"SET") == 3
+        big = redislink.EARLY_WRITE + 1
+        link.send_many(redislink.encode_block(([b"SET"] * big, [b"k"] * big, [b"v"] * big)), big,
+                       lambda replies, errors: runs.append((replies, errors)))
+        assert len(out.writes) == 3  # a run of EARLY_WRITE or more: at once
+        link.data_received(b"$1\r\nv\r\n" * redislink.EARLY_WRITE + b"+OK\r\n-ERR no\r\n+OK\r\n"
+                           + b"+OK\r\n" * big)
+        assert got == [b"$1\r\nv\r\n"] * redislink.EARLY_WRITE
+        assert runs == [(b"+OK\r\n-ERR no\r\n+OK\r\n", 1), (b"+OK\r\n" * big, 0)]
+        await asyncio.sleep(0)
+        assert len(out.writes) == 3
+
+    asyncio.run(scenario())

@@ -55,6 +55,7 @@ from ...keys import int_rows, tagged_rows
 from ...latency import LatencyRecorder
 from ..accept import Listener, LogLimiter
 from ...limits import Limits
+from ...redislink import EARLY_WRITE
 from ..batch import Pipeline
 from .commands.base import (BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK, SET_BLOCK, key_error,
                             lookup, value_in)
@@ -638,6 +639,9 @@ class RespServer:
         add_item, add_key, add_value = pipe.items.append, pipe.keys.append, pipe.values.append
         add_keys, add_values = pipe.keys.extend, pipe.values.extend
         share = self.config.tick_commands
+        # With a host tier a run of SETs goes to Redis every EARLY_WRITE keys (redislink):
+        # Redis stores one part of a large tick while the rest is planned.
+        write_run = EARLY_WRITE if self.forwarder is not None else 0
         count = 0
         for conn, cmds, error, arrived in queue:  # (what _resume appends as we run comes too)
             if conn.closing:
@@ -693,6 +697,8 @@ class RespServer:
                             add_keys(args[1])
                             add_values(args[2])
                             count += n
+                            if write_run and len(pipe.keys) >= write_run:
+                                pipe.flush()
                             continue
                     count += self._plan_rows(pipe, conn, args, batch)
                 else:
@@ -719,6 +725,8 @@ class RespServer:
                                 add_item((conn, BATCH_SET, 1))
                                 add_key(args[1])
                                 add_value(args[2])
+                                if write_run and len(pipe.keys) >= write_run:
+                                    pipe.flush()
                                 continue
                         if plan(pipe, conn, args):
                             continue
