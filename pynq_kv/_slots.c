@@ -20,17 +20,18 @@
  * with the value of its key's last occurrence, as the SETs one after another would leave it;
  * existed[i] ((N,) bool, writable) = key i had a copy. Keys with none are placed by the caller.
  *
- * update_tagged(keys, values, hash_rows, valid, table, table_values, rows, ways): the host
- * tier's fill of SETs Redis acknowledged (pynq_kv.tier), for keys the table already holds — the
- * usual case, a key written again — in one call from the lists the front-end parsed, with no
- * array built for them. keys and values are lists of bytes; each is length-tagged here as
- * keys.tagged_rows does (a length byte, the bytes, zeros to KEY_BYTES or VALUE_BYTES), hashed
- * as _h3.hash_into does with hash_rows (hashing.row_tables: (KEY_BYTES * 256, LANES) uint64,
- * the first `ways` 32-bit halves of a key's lanes are its H_w), and updated as update_copies
- * does, key by key in list order, until the first key with no copy. Returns how many keys were
- * updated (all of them, or the index of the first one the caller must SET the full way). Every
- * item is checked before any slot changes: one that is not bytes or does not fit raises and
- * leaves the table as it was.
+ * set_tagged(keys, values, hash_rows, valid, table, table_values, rows, ways): the host tier's
+ * fill of SETs Redis acknowledged (pynq_kv.tier) in one call from the lists the front-end parsed,
+ * with no array built for them: §5.4 key by key in list order, for as long as each key either
+ * has copies (every copy takes the value, as update_copies does) or finds a free slot in a way
+ * (the lowest such way takes key and value, valid set). It stops at the first key that would go
+ * to the stash or is FULL (those need the engine's relocation pass: KVEngine.set_batch) and
+ * returns (keys done, of them inserted). keys and values are lists of bytes, each length-tagged
+ * here as keys.tagged_rows does (a length byte, the bytes, zeros to KEY_BYTES or VALUE_BYTES) and
+ * hashed as _h3.hash_into does with hash_rows (hashing.row_tables: (KEY_BYTES * 256, LANES)
+ * uint64; the first `ways` 32-bit halves of a key's lanes are its H_w). Every item is checked
+ * before any slot changes: one that is not bytes or does not fit raises and leaves the table as
+ * it was.
  *
  * ModelBackend holds the same in numpy (_first_copy; _all_copies and _one_per_slot), used where
  * this module was not built; tests/test_model_fastpath.py checks one against the other. In
@@ -236,16 +237,16 @@ static int tagged(PyObject *item, uint8_t *row, Py_ssize_t width, const char *wh
     return 0;
 }
 
-static PyObject *update_tagged(PyObject *self, PyObject *args)
+static PyObject *set_tagged(PyObject *self, PyObject *args)
 {
     PyObject *keys, *values, *objs[4];
     Py_ssize_t rows, ways;
-    if (!PyArg_ParseTuple(args, "O!O!OOOOnn:update_tagged", &PyList_Type, &keys, &PyList_Type,
+    if (!PyArg_ParseTuple(args, "O!O!OOOOnn:set_tagged", &PyList_Type, &keys, &PyList_Type,
                           &values, &objs[0], &objs[1], &objs[2], &objs[3], &rows, &ways))
         return NULL;
     static const int ndims[4] = {2, 1, 2, 2};
     static const Py_ssize_t sizes[4] = {8, 1, 1, 1};
-    static const int writable[4] = {0, 0, 0, 1};
+    static const int writable[4] = {0, 1, 1, 1};
     static const char *names[4] = {"hash_rows", "valid", "table", "table_values"};
     Py_buffer views[4];
     int got = get_buffers(objs, views, 4, ndims, sizes, writable, names);
@@ -270,6 +271,7 @@ static PyObject *update_tagged(PyObject *self, PyObject *args)
 
     struct table t = {(const uint8_t *)views[1].buf, (const uint8_t *)views[2].buf, key_bytes,
                       ways, rows, capacity};
+    uint8_t *valid = (uint8_t *)views[1].buf, *table = (uint8_t *)views[2].buf;
     const uint64_t *hash_rows = (const uint64_t *)views[0].buf;
     uint8_t *table_values = (uint8_t *)views[3].buf;
     uint8_t *key = PyMem_Malloc((size_t)(key_bytes + value_bytes));
@@ -285,7 +287,7 @@ static PyObject *update_tagged(PyObject *self, PyObject *args)
             release(views, got);
             return NULL;
         }
-    Py_ssize_t done = 0;
+    Py_ssize_t done = 0, inserted = 0;
     for (; done < n; done++) {
         tagged(PyList_GET_ITEM(keys, done), key, key_bytes, "key");
         tagged(PyList_GET_ITEM(values, done), value, value_bytes, "value");
@@ -300,14 +302,26 @@ static PyObject *update_tagged(PyObject *self, PyObject *args)
         uint32_t hash[2 * MAX_LANES];
         memcpy(hash, lane, sizeof(lane));
         Py_ssize_t slot = next_copy(&t, key, hash, -1);
-        if (slot < 0)
+        if (slot >= 0) {  /* §5.4 step 1: every copy takes the value */
+            for (; slot >= 0; slot = next_copy(&t, key, hash, slot))
+                memcpy(table_values + slot * value_bytes, value, (size_t)value_bytes);
+            continue;
+        }
+        for (Py_ssize_t w = 0; w < ways && slot < 0; w++) {  /* step 2: the lowest free way */
+            Py_ssize_t candidate = w * rows + (Py_ssize_t)(hash[w] & (uint32_t)(rows - 1));
+            if (!valid[candidate])
+                slot = candidate;
+        }
+        if (slot < 0)  /* steps 3-4 (the stash, FULL): the caller's */
             break;
-        for (; slot >= 0; slot = next_copy(&t, key, hash, slot))
-            memcpy(table_values + slot * value_bytes, value, (size_t)value_bytes);
+        memcpy(table + slot * key_bytes, key, (size_t)key_bytes);
+        memcpy(table_values + slot * value_bytes, value, (size_t)value_bytes);
+        valid[slot] = 1;
+        inserted++;
     }
     PyMem_Free(key);
     release(views, got);
-    return PyLong_FromSsize_t(done);
+    return Py_BuildValue("nn", done, inserted);
 }
 
 static PyMethodDef methods[] = {
@@ -317,10 +331,10 @@ static PyMethodDef methods[] = {
     {"update_copies", update_copies, METH_VARARGS,
      "update_copies(keys, hashes, valid, table, values, new_values, rows, existed): every copy "
      "of key i takes new_values[i], in key order; existed[i] = key i had a copy."},
-    {"update_tagged", update_tagged, METH_VARARGS,
-     "update_tagged(keys, values, hash_rows, valid, table, table_values, rows, ways): SET of "
-     "byte-string keys and values, length-tagged, for the leading keys that have a copy; "
-     "returns how many."},
+    {"set_tagged", set_tagged, METH_VARARGS,
+     "set_tagged(keys, values, hash_rows, valid, table, table_values, rows, ways): SET of "
+     "byte-string keys and values, length-tagged, while each updates its copies or inserts into "
+     "a free way; returns (done, inserted)."},
     {NULL, NULL, 0, NULL},
 };
 

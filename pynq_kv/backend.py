@@ -103,11 +103,11 @@ class Backend(ABC):
     def delete_batch(self, keys: np.ndarray) -> np.ndarray:
         """DEL every key, in order; returns (N,) uint8 DelStatus."""
 
-    def update_existing(self, keys: list[bytes], values: list[bytes]) -> int:
-        """SET of byte-string keys and values (length-tagged) for as many leading keys as the
-        table already holds; returns how many, and the caller SETs the rest with set_batch.
-        A shortcut for the host tier's fills (most are keys written again): 0 here, so every
-        backend without one is correct as it is."""
+    def set_leading(self, keys: list[bytes], values: list[bytes]) -> int:
+        """SET of byte-string keys and values (length-tagged), in order, of as many leading
+        keys as need neither the stash nor relocation (each updates its copies or takes a free
+        way); returns how many, and the caller SETs the rest with set_batch. A shortcut for the
+        host tier's fills: 0 here, so every backend without one is correct as it is."""
         return 0
 
     # -- control (§5.6) ------------------------------------------------------------------

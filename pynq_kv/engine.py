@@ -324,13 +324,14 @@ class KVEngine:
             raise ValueFormatError(f"{len(raw_keys)} keys but {len(raw_values)} values")
         return self._set_raw(raw_keys, raw_values)
 
-    def update_existing(self, keys: list[bytes], values: list[bytes]) -> int:
-        """SET of byte-string keys and values that fit, for as many leading keys as the table
-        already holds (Backend.update_existing); returns how many: the caller SETs the rest.
-        Only a byte-string engine's values are length-tagged, so an integer engine answers 0."""
+    def set_leading(self, keys: list[bytes], values: list[bytes]) -> int:
+        """SET of byte-string keys and values that fit, in order, of as many leading keys as
+        need neither the stash nor relocation (Backend.set_leading); returns how many: the
+        caller SETs the rest with set_batch. Only a byte-string engine's values are
+        length-tagged, so an integer engine answers 0."""
         if self.value_kind != "bytes":
             return 0
-        return self.backend.update_existing(keys, values)
+        return self.backend.set_leading(keys, values)
 
     def get_batch(self, keys: KeysArg) -> tuple[np.ndarray, np.ndarray]:
         """(hit, values): values as uint64 for integer engines up to 64 bits, else raw rows."""

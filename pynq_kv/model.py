@@ -41,10 +41,10 @@ from .hashing import MASK64, hash_keys, row_tables
 from .regmap import CONTROL_OPS
 
 try:
-    from ._slots import (first_copies as _first_copies_c, update_copies as _update_copies_c,
-                         update_tagged as _update_tagged_c)
+    from ._slots import (first_copies as _first_copies_c, set_tagged as _set_tagged_c,
+                         update_copies as _update_copies_c)
 except ImportError:  # not built (no C compiler at install): the numpy searches below
-    _first_copies_c = _update_copies_c = _update_tagged_c = None
+    _first_copies_c = _update_copies_c = _set_tagged_c = None
 
 CHUNK = 1 << 16  # keys per vectorized step: keeps temporaries small and cache-friendly
 SMALL_BATCH = 1024  # GET batches up to this size search every way at once (see _first_copy)
@@ -357,18 +357,19 @@ class ModelBackend(Backend):
         self._count("occupancy", 1)
         return status
 
-    def update_existing(self, keys: list[bytes], values: list[bytes]) -> int:
-        """Backend.update_existing in one C call (pynq_kv._slots.update_tagged): a fill's
-        tagging, hashing and search without the arrays and numpy calls of set_batch, whose
+    def set_leading(self, keys: list[bytes], values: list[bytes]) -> int:
+        """Backend.set_leading in one C call (pynq_kv._slots.set_tagged): a fill's tagging,
+        hashing, search and placement without the arrays and numpy calls of set_batch, whose
         fixed cost per batch was most of a host-tier SET's engine update. 0 where the
         extension was not built."""
-        if _update_tagged_c is None or not keys:
+        if _set_tagged_c is None or not keys:
             return 0
         g = self.geometry
-        done = _update_tagged_c(keys, values, row_tables(g.hash_seed, g.ways, g.key_width),
-                                self._valid, self._key_bytes, self._value_bytes, g.rows, g.ways)
-        if done:
-            self._count("updates", done)
+        done, inserted = _set_tagged_c(keys, values, row_tables(g.hash_seed, g.ways, g.key_width),
+                                       self._valid, self._key_bytes, self._value_bytes, g.rows, g.ways)
+        self._count("updates", done - inserted)
+        self._count("inserts", inserted)
+        self._count("occupancy", inserted)
         return done
 
     def _set_chunk(self, keys: np.ndarray, values: np.ndarray) -> np.ndarray:

@@ -582,9 +582,9 @@ class Tier:
         if self.not_held:
             self.not_held.difference_update(keys)
         engine = limits.engine
-        # Most fills are of keys the engine holds already (written again): they take their
-        # values in one call, and only what follows the first new key is a full SET batch.
-        done = 0 if limits.ints else engine.update_existing(keys, values)
+        # Most fills update a key the engine holds or insert into a free way: one call for
+        # those, and a full SET batch only from the first key for the stash (or FULL) on.
+        done = 0 if limits.ints else engine.set_leading(keys, values)
         refused = 0
         if done < len(keys):
             rest_keys, rest_values = keys[done:], values[done:]
