@@ -12,7 +12,8 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Iterator
 
 import pytest
 import redis
@@ -426,6 +427,53 @@ def test_a_set_redis_refuses_leaves_the_entry_as_redis_left_the_key(servers: Any
         direct.config_set("maxmemory", "0")
 
 
+@contextmanager
+def _only_ok_keys(direct: list) -> Iterator[None]:
+    """Both redis-servers refuse keys other than ok:* (an ACL) for the block's span."""
+    for client in direct:
+        client.execute_command("ACL", "SETUSER", "default", "resetkeys", "~ok:*")
+    try:
+        yield
+    finally:
+        for client in direct:
+            client.execute_command("ACL", "SETUSER", "default", "resetkeys", "allkeys")
+
+
+@contextmanager
+def _loop_busy(pynq: Any, seconds: float = 0.5) -> Iterator[None]:
+    """The server's loop sleeps while the block runs: what arrives meanwhile is one tick's."""
+    busy = threading.Thread(target=pynq.on_loop, args=(lambda: time.sleep(seconds),))
+    busy.start()
+    time.sleep(0.1)
+    try:
+        yield
+    finally:
+        busy.join()
+
+
+def _sent_together(port: int, payloads: list[bytes], lines: int,
+                   while_sending: Any = None) -> list[bytes]:
+    """Each payload on a connection of its own, all sent (inside while_sending) before any
+    reply is read; the first `lines` reply lines of each connection."""
+    socks = [socket.create_connection((HOST, port), timeout=5) for _ in payloads]
+    try:
+        with while_sending or nullcontext():
+            for sock, payload in zip(socks, payloads):
+                sock.sendall(payload)
+        got = []
+        for sock in socks:
+            data = b""
+            while data.count(b"\r\n") < lines:
+                piece = sock.recv(65536)
+                assert piece, "closed early"
+                data += piece
+            got.append(data)
+        return got
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def test_sets_of_several_clients_sent_as_one_block_get_their_own_replies(servers: Any,
                                                                       clients: Any) -> None:
     """Plain SETs of several clients in one loop turn go to Redis as one block; when Redis
@@ -438,30 +486,8 @@ def test_sets_of_several_clients_sent_as_one_block_get_their_own_replies(servers
     orders = [[f"ok:{c}:1", f"no:{c}", f"ok:{c}:2", f"ok:{c}:3", f"no:{c}:2"][c % 5:] +
               [f"ok:{c}:1", f"no:{c}", f"ok:{c}:2", f"ok:{c}:3", f"no:{c}:2"][:c % 5] for c in range(6)]
     payloads = [b"".join(encode_command("SET", key, "v-%s" % key) for key in keys) for keys in orders]
-    for client in direct:
-        client.execute_command("ACL", "SETUSER", "default", "resetkeys", "~ok:*")
-    try:
-        replies = []
-        for port in (pynq.port, reference.port):
-            socks = [socket.create_connection((HOST, port), timeout=5) for _ in payloads]
-            try:
-                for sock, payload in zip(socks, payloads):  # all sent before any is read
-                    sock.sendall(payload)
-                got = []
-                for sock in socks:
-                    data = b""
-                    while data.count(b"\r\n") < 5:
-                        piece = sock.recv(65536)
-                        assert piece, "closed early"
-                        data += piece
-                    got.append(data)
-                replies.append(got)
-            finally:
-                for sock in socks:
-                    sock.close()
-    finally:
-        for client in direct:
-            client.execute_command("ACL", "SETUSER", "default", "resetkeys", "allkeys")
+    with _only_ok_keys(direct):
+        replies = [_sent_together(port, payloads, 5) for port in (pynq.port, reference.port)]
     assert replies[0] == replies[1]
     for keys, got in zip(orders, replies[0]):
         assert [line[:1] for line in got.split(b"\r\n")[:5]] == [b"+" if k.startswith("ok") else b"-"
@@ -500,40 +526,15 @@ def test_a_large_tick_of_sets_goes_to_redis_in_parts(servers: Any, clients: Any)
     direct = [clients(behind.port), clients(reference.port)]
     orders = [[f"{'no' if (i + c) % 7 == 0 else 'ok'}:big:{c}:{i}" for i in range(40)] for c in range(5)]
     payloads = [b"".join(encode_command("SET", key, "w-%s" % key) for key in keys) for keys in orders]
-    for client in direct:
-        client.execute_command("ACL", "SETUSER", "default", "resetkeys", "~ok:*")
     link = pynq.tier.main
     counting = _CountingWrites(link.transport)
-    replies = []
-    try:
+    with _only_ok_keys(direct):
         pynq.on_loop(lambda: setattr(link, "transport", counting))
-        for port in (pynq.port, reference.port):
-            socks = [socket.create_connection((HOST, port), timeout=5) for _ in payloads]
-            try:
-                if port == pynq.port:  # the loop sleeps while every block arrives
-                    busy = threading.Thread(target=pynq.on_loop, args=(lambda: time.sleep(0.5),))
-                    busy.start()
-                    time.sleep(0.1)
-                for sock, payload in zip(socks, payloads):
-                    sock.sendall(payload)
-                if port == pynq.port:
-                    busy.join()
-                got = []
-                for sock in socks:
-                    data = b""
-                    while data.count(b"\r\n") < 40:
-                        piece = sock.recv(65536)
-                        assert piece, "closed early"
-                        data += piece
-                    got.append(data)
-                replies.append(got)
-            finally:
-                for sock in socks:
-                    sock.close()
-    finally:
-        pynq.on_loop(lambda: setattr(link, "transport", counting.transport))
-        for client in direct:
-            client.execute_command("ACL", "SETUSER", "default", "resetkeys", "allkeys")
+        try:
+            replies = [_sent_together(pynq.port, payloads, 40, _loop_busy(pynq)),
+                       _sent_together(reference.port, payloads, 40)]
+        finally:
+            pynq.on_loop(lambda: setattr(link, "transport", counting.transport))
     assert replies[0] == replies[1]
     sent = [n for n in counting.sets if n]
     assert sum(sent) == 200 and len(sent) >= 2 and max(sent) < 200, sent
