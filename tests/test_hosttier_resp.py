@@ -454,9 +454,13 @@ def _loop_busy(pynq: Any, seconds: float = 0.5) -> Iterator[None]:
 def _sent_together(port: int, payloads: list[bytes], lines: int,
                    while_sending: Any = None) -> list[bytes]:
     """Each payload on a connection of its own, all sent (inside while_sending) before any
-    reply is read; the first `lines` reply lines of each connection."""
+    reply is read; the first `lines` reply lines of each connection. Every connection has
+    answered a PING first, so the server has accepted them all before anything is sent."""
     socks = [socket.create_connection((HOST, port), timeout=5) for _ in payloads]
     try:
+        for sock in socks:
+            sock.sendall(encode_command("PING"))
+            assert sock.recv(64) == b"+PONG\r\n"
         with while_sending or nullcontext():
             for sock, payload in zip(socks, payloads):
                 sock.sendall(payload)
