@@ -217,9 +217,9 @@ static PyObject *update_copies(PyObject *self, PyObject *args)
 
 #define MAX_LANES 16
 
-/* The length-tagged row of a bytes item (keys.tagged_rows): -1 with an error set if it is not
- * bytes or does not fit. */
-static int tagged(PyObject *item, uint8_t *row, Py_ssize_t width, const char *what)
+/* Whether a list item can be length-tagged into width-byte rows: -1 with an error set if it is
+ * not bytes or does not fit. */
+static int fits(PyObject *item, Py_ssize_t width, const char *what)
 {
     if (!PyBytes_Check(item)) {
         PyErr_Format(PyExc_TypeError, "%s must be bytes, not %.100s", what, Py_TYPE(item)->tp_name);
@@ -231,10 +231,16 @@ static int tagged(PyObject *item, uint8_t *row, Py_ssize_t width, const char *wh
                      width);
         return -1;
     }
+    return 0;
+}
+
+/* The length-tagged row of an item fits() accepted (keys.tagged_rows). */
+static void tagged(PyObject *item, uint8_t *row, Py_ssize_t width)
+{
+    Py_ssize_t size = PyBytes_GET_SIZE(item);
     row[0] = (uint8_t)size;
     memcpy(row + 1, PyBytes_AS_STRING(item), (size_t)size);
     memset(row + 1 + size, 0, (size_t)(width - 1 - size));
-    return 0;
 }
 
 static PyObject *set_tagged(PyObject *self, PyObject *args)
@@ -274,23 +280,22 @@ static PyObject *set_tagged(PyObject *self, PyObject *args)
     uint8_t *valid = (uint8_t *)views[1].buf, *table = (uint8_t *)views[2].buf;
     const uint64_t *hash_rows = (const uint64_t *)views[0].buf;
     uint8_t *table_values = (uint8_t *)views[3].buf;
+    for (Py_ssize_t i = 0; i < n; i++)  /* every item first: a bad one changes no slot */
+        if (fits(PyList_GET_ITEM(keys, i), key_bytes, "key") < 0
+                || fits(PyList_GET_ITEM(values, i), value_bytes, "value") < 0) {
+            release(views, got);
+            return NULL;
+        }
     uint8_t *key = PyMem_Malloc((size_t)(key_bytes + value_bytes));
     if (key == NULL) {
         release(views, got);
         return PyErr_NoMemory();
     }
     uint8_t *value = key + key_bytes;
-    for (Py_ssize_t i = 0; i < n; i++)  /* every item first: a bad one changes no slot */
-        if (tagged(PyList_GET_ITEM(keys, i), key, key_bytes, "key") < 0
-                || tagged(PyList_GET_ITEM(values, i), value, value_bytes, "value") < 0) {
-            PyMem_Free(key);
-            release(views, got);
-            return NULL;
-        }
     Py_ssize_t done = 0, inserted = 0;
     for (; done < n; done++) {
-        tagged(PyList_GET_ITEM(keys, done), key, key_bytes, "key");
-        tagged(PyList_GET_ITEM(values, done), value, value_bytes, "value");
+        tagged(PyList_GET_ITEM(keys, done), key, key_bytes);
+        tagged(PyList_GET_ITEM(values, done), value, value_bytes);
         uint64_t lane[MAX_LANES] = {0};
         for (Py_ssize_t p = 0; p < key_bytes; p++) {
             if (key[p] == 0)  /* a zero byte adds nothing (H3 is linear) */

@@ -584,7 +584,7 @@ class Tier:
         engine = limits.engine
         # Most fills update a key the engine holds or insert into a free way: one call for
         # those, and a full SET batch only from the first key for the stash (or FULL) on.
-        done = 0 if limits.ints else engine.set_leading(keys, values)
+        done = engine.set_leading(keys, values)  # (0 for an integer engine)
         refused = 0
         if done < len(keys):
             rest_keys, rest_values = keys[done:], values[done:]
