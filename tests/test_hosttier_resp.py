@@ -190,7 +190,9 @@ def select_db(r: redis.Redis) -> list:
 def long_keys(r: redis.Redis) -> list:
     key, value = "k" * 200, "v" * 500  # longer than the engine's key and value widths
     return [r.set(key, value), r.get(key), r.mget(key, "short"), r.exists(key), r.delete(key),
-            r.get(key), r.set("short", value), r.get("short")]
+            r.get(key), r.set("short", value), r.get("short"), r.set("short", "s"), r.get("short"),
+            r.mset({"short": "t", key: "x"}), r.get("short"), r.get(key),  # (an MSET Redis alone
+            r.mset({"short": value}), r.get("short")]                      # takes)
 
 
 def pipelined_blocks(r: redis.Redis) -> list:
@@ -507,31 +509,45 @@ def test_sets_of_several_clients_sent_as_one_block_get_their_own_replies(servers
 
 
 class _CountingWrites:
-    """The shared link's transport, counting the SETs of each write it passes on."""
+    """The shared link's transport, counting the commands named `name` (SET unless told) in
+    each write it passes on."""
 
-    def __init__(self, transport: Any) -> None:
+    def __init__(self, transport: Any, name: bytes = b"SET") -> None:
         self.transport = transport
+        self.word = b"$%d\r\n%s\r\n" % (len(name), name)
         self.sets: list[int] = []
 
     def write(self, data: bytes) -> None:
-        self.sets.append(data.count(b"$3\r\nSET\r\n"))
+        self.sets.append(data.count(self.word))
         self.transport.write(data)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.transport, name)
 
 
-def test_a_large_tick_of_sets_goes_to_redis_in_parts(servers: Any, clients: Any) -> None:
-    """Five clients' blocks of 40 SETs, arriving while the server's loop is busy (so one tick
-    plans them all): they go to Redis in runs of EARLY_WRITE keys or more, one write each, not
-    one write of 200, and every client still gets redis-server's replies in its own order
-    (an ACL refuses some keys), and the engine only the acknowledged values."""
+@pytest.mark.parametrize("name", ["SET", "MSET", "MSET mixed"])
+def test_a_large_tick_of_writes_goes_to_redis_in_parts(servers: Any, clients: Any,
+                                                        name: str) -> None:
+    """Five clients' blocks of 40 SETs (or MSETs of two keys; or MSETs of one and two keys in
+    turn, which make no block), arriving while the server's loop is busy (so one tick plans
+    them all): they go to Redis in runs of EARLY_WRITE commands or more, one write each, not
+    one write of 200, and every client still gets redis-server's
+    replies in its own order (an ACL refuses some keys), Redis holds what it acknowledged, and
+    the engine (SETs) the acknowledged values only."""
     pynq, behind, reference = servers
     direct = [clients(behind.port), clients(reference.port)]
     orders = [[f"{'no' if (i + c) % 7 == 0 else 'ok'}:big:{c}:{i}" for i in range(40)] for c in range(5)]
-    payloads = [b"".join(encode_command("SET", key, "w-%s" % key) for key in keys) for keys in orders]
+
+    def write(key: str) -> bytes:
+        if name == "SET":
+            return encode_command("SET", key, "w-%s" % key)
+        if name == "MSET mixed" and key[-1] in "02468":
+            return encode_command("MSET", key, "w-%s" % key)
+        return encode_command("MSET", key, "w-%s" % key, key + ":2", "w2")
+
+    payloads = [b"".join(map(write, keys)) for keys in orders]
     link = pynq.tier.main
-    counting = _CountingWrites(link.transport)
+    counting = _CountingWrites(link.transport, name.split()[0].encode())
     with _only_ok_keys(direct):
         pynq.on_loop(lambda: setattr(link, "transport", counting))
         try:
@@ -546,9 +562,117 @@ def test_a_large_tick_of_sets_goes_to_redis_in_parts(servers: Any, clients: Any)
     for keys in orders:
         for key in keys[:3] + keys[-3:]:
             expected = b"w-" + key.encode() if key.startswith("ok") else None
+            assert direct[0].get(key) == expected
+            if name != "SET":
+                assert _engine_value(pynq, key.encode()) is None
+                continue
             deadline = time.monotonic() + 2
             while _engine_value(pynq, key.encode()) != expected:
                 assert time.monotonic() < deadline, key
+
+
+def test_msets_of_several_clients_go_to_redis_together(servers: Any, clients: Any) -> None:
+    """MSETs of several clients in one loop turn, alone and in pipelined blocks: they go to
+    Redis in runs, each with one reply handler (none of them on its own), in few writes, each
+    client gets redis-server's replies in its own order (an ACL refuses keys no:*, and so every MSET that names one), a GET behind a client's
+    MSET reads what it wrote, and the engine never answers a value the MSETs replaced."""
+    pynq, behind, reference = servers
+    direct = [clients(behind.port), clients(reference.port)]
+    r = clients(pynq.port)
+    keys = [f"ok:ms:{c}:{i}" for c in range(6) for i in range(3)]
+    r.mset({key: "old" for key in keys})
+    for key in keys:
+        r.get(key)  # (the fill puts it in the engine)
+    deadline = time.monotonic() + 2
+    while any(_engine_value(pynq, key.encode()) != b"old" for key in keys):
+        assert time.monotonic() < deadline
+
+    def commands(c: int) -> list[list[str]]:
+        mine = [["MSET", f"ok:ms:{c}:0", f"a{c}", f"ok:ms:{c}:1", f"b{c}", f"ok:ms:{c}:0", f"c{c}"],
+                ["GET", f"ok:ms:{c}:0"],
+                ["MSET", f"ok:ms:{c}:2", f"d{c}", f"no:ms:{c}", "x"] if c % 2 else
+                ["MSET", f"ok:ms:{c}:2", f"e{c}"]]
+        mine += [["MSET", f"ok:ms:{c}:1", f"f{c}{i}", f"ok:ms:{c}:2", f"g{c}{i}"]  # a pipelined
+                 for i in range(5)]                                                 # block
+        return mine + [["MGET", f"ok:ms:{c}:0", f"ok:ms:{c}:1", f"ok:ms:{c}:2"]]
+
+    payloads = [b"".join(encode_command(*command) for command in commands(c)) for c in range(6)]
+    link = pynq.tier.main
+    counting = _CountingWrites(link.transport, b"MSET")
+    alone, together = [], []  # MSETs per request handed to the link: one at a time, in runs
+
+    def spy(method: Any, seen: list) -> Any:
+        def counted(payload: bytes, *rest: Any) -> Any:
+            seen.append(payload.count(b"$4\r\nMSET\r\n"))
+            return method(payload, *rest)
+        return counted
+
+    with _only_ok_keys(direct):
+        pynq.on_loop(lambda: (setattr(link, "transport", counting),
+                              setattr(link, "send", spy(link.send, alone)),
+                              setattr(link, "send_many", spy(link.send_many, together))))
+        try:
+            replies = [_sent_together(pynq.port, payloads, 16, _loop_busy(pynq)),  # (GET: 2
+                       _sent_together(reference.port, payloads, 16)]  # lines, MGET of 3 keys: 7)
+        finally:
+            pynq.on_loop(lambda: (setattr(link, "transport", counting.transport),
+                                  delattr(link, "send"), delattr(link, "send_many")))
+    assert replies[0] == replies[1]
+    sent = [n for n in counting.sets if n]
+    assert sum(sent) == 6 * 7 and len(sent) < 6, sent
+    assert sum(alone) == 0 and sum(together) == 6 * 7 and max(together) > 1, (alone, together)
+    for c, got in enumerate(replies[0]):
+        assert got.startswith(b"+OK\r\n$2\r\nc%d\r\n" % c)
+        assert (b"-NOPERM" in got) == bool(c % 2)
+    for key in keys:
+        now = direct[0].get(key)
+        assert now != b"old" and r.get(key) == now
+        assert _engine_value(pynq, key.encode()) in (None, now)
+    assert _engine_value(pynq, b"no:ms:1") is None
+
+
+def test_an_mset_behind_a_request_on_another_connection_waits_its_turn(servers: Any,
+                                                                       clients: Any) -> None:
+    """A RESP3 client's HSET goes to Redis on the shared RESP3 connection, its MSETs on the
+    RESP2 one: pipelined behind the HSET they wait for its reply (the client's order), and
+    still get Redis' own replies, a refused one (ACL) included."""
+    pynq, behind, reference = servers
+    direct = [clients(behind.port), clients(reference.port)]
+    got = []
+    with _only_ok_keys(direct):
+        for port in (pynq.port, reference.port):
+            pipe = clients(port, protocol=3).pipeline(transaction=False)
+            pipe.hset("ok:turn:h", "f", "v").mset({"ok:turn:a": "1", "no:turn": "2"})
+            pipe.mset({"ok:turn:a": "3"}).get("ok:turn:a").hget("ok:turn:h", "f")
+            got.append([str(x) if isinstance(x, Exception) else x
+                        for x in pipe.execute(raise_on_error=False)])
+    assert got[0] == got[1]
+    assert "no permissions" in got[0][1] and got[0][2:] == [True, b"3", b"v"]
+
+
+def test_an_mset_redis_refuses_leaves_the_keys_as_redis_left_them(servers: Any,
+                                                                  clients: Any) -> None:
+    """An MSET refused by Redis (OOM under maxmemory), alone and in a pipelined block, changes
+    nothing a client reads: the engine never answers the values it would have written."""
+    pynq, behind, _ = servers
+    r = clients(pynq.port)
+    direct = clients(behind.port)
+    r.mset({"mref:a": "kept-a", "mref:b": "kept-b"})
+    direct.config_set("maxmemory", "1")
+    try:
+        with pytest.raises(redis.exceptions.ResponseError, match="maxmemory"):
+            r.mset({"mref:a": "lost", "mref:b": "lost"})
+        pipe = r.pipeline(transaction=False)
+        for i in range(5):
+            pipe.mset({"mref:a": f"lost{i}", "mref:b": f"lost{i}"})
+        assert all(isinstance(x, redis.exceptions.ResponseError)
+                   for x in pipe.execute(raise_on_error=False))
+        for _ in range(2):  # from Redis, then from the engine (the first GET's fill)
+            assert r.mget("mref:a", "mref:b") == [b"kept-a", b"kept-b"] == direct.mget("mref:a", "mref:b")
+            time.sleep(0.05)
+        assert _engine_value(pynq, b"mref:a") in (None, b"kept-a")
+    finally:
+        direct.config_set("maxmemory", "0")
 
 
 def test_a_key_redis_lacks_needs_no_round_trip(servers: Any, clients: Any) -> None:
@@ -635,9 +759,11 @@ def test_redis_gone_gives_errors_and_empties_the_engine() -> None:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         assert pynq.on_loop(lambda: len(pynq.engine)) == 0  # nothing Redis might have lost
-        for command in (lambda: r.get("k"), lambda: r.set("k", "w"), lambda: r.lpush("l", 1)):
+        for command in (lambda: r.get("k"), lambda: r.set("k", "w"), lambda: r.lpush("l", 1),
+                        lambda: r.mset({"k": "w", "j": "x"})):
             with pytest.raises(redis.ResponseError, match="host tier"):
                 command()
+        assert pynq.on_loop(lambda: len(pynq.tier.writing)) == 0
         r.close()
         async def close() -> bool:
             reconnecting = pynq.tier._reconnecting  # in its back-off sleep

@@ -5,16 +5,19 @@ a run ends differently:
 
 - GET, MGET, EXISTS: one engine batch, as without a host tier; a key the engine does not hold is
   asked of Redis (a GET also fills the engine, tier.fill_get), in the client's reply order.
-- SET (plain): its keys leave the engine, the SETs go to Redis; the reply is Redis' and the
-  value enters the engine after Redis acknowledged it (a fill, tier.py).
+- SET (plain): the SETs go to Redis, their keys reading as misses meanwhile; the reply is
+  Redis' and the value enters the engine, in place, after Redis acknowledged it
+  (Tier.begin_writes).
+- MSET: its keys leave the engine, and the run's MSETs go to Redis together, each as its client
+  sent it (so atomic there); the reply is Redis'.
 - Every other command goes to Redis as the client sent it, and Redis' reply goes back byte for
   byte. A command that may write takes its keys out of the engine when it is sent and when its
   reply comes (rediscommands.py says which keys); MULTI ... EXEC does so at EXEC for every
   write it queued.
 
 Requests of all clients share one connection to Redis (they go out together, one pipeline per
-loop turn; a run's plain SETs as one block with one reply handler, whichever clients sent
-them). A client moves to a connection of its own — for the rest of its life — when it
+loop turn; a run's plain SETs, or its MSETs, as one block with one reply handler, whichever
+clients sent them). A client moves to a connection of its own — for the rest of its life — when it
 changes what Redis keeps per connection (MULTI, WATCH, SELECT, HELLO 3, CLIENT TRACKING,
 SUBSCRIBE, MONITOR, ...) or may block (BLPOP, XREAD BLOCK, WAIT): Redis then sees that client as
 one client. Its commands wait until its requests on the shared connection are answered, so each
@@ -34,7 +37,7 @@ from typing import Any, Callable, Optional
 from ...redislink import Link, RunHandler, bulk_value, encode_block, encode_command, frame_replies
 from ...rediscommands import ALL
 from . import errors as E
-from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK
+from .commands.base import BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK, MSET_BLOCK
 from .commands.info import OWN_SECTIONS, info_text
 from .commands.server import command_docs, command_info, own_commands
 from .protocol import encode
@@ -512,6 +515,58 @@ class Forwarder:
             self.answer(conn, slot, reply)
 
         self._send(conn, link, encode_command([b"SET", key, text]), done)
+
+    def run_msets(self, keys: list[bytes]) -> None:
+        """A run of MSETs is about to go to Redis: their keys leave the engine. (Updating them
+        in place, as a run of SETs does, costs Python steps per key; invalidating keys the
+        engine does not hold, the usual case, costs none.)"""
+        self.tier.invalidate(keys)
+
+    def render_msets(self, items: list, commands: list) -> None:
+        """Each MSET of the run to Redis as its client sent it (commands: the arguments of
+        each item, a block's columns for a block of them): those of every client that can send
+        on the shared connection now as one piece with one reply handler, the others in their
+        clients' order."""
+        link = self.tier.main if self.tier.up else None
+        shared: list[tuple[Any, Slot, int]] = []  # (client, its reply slot, its MSETs)
+        payloads: list[bytes] = []
+        for (conn, kind, n), command in zip(items, commands):
+            count = n if kind == MSET_BLOCK else 1
+            if link is None:
+                conn.out.append(_TIER_DOWN * count)
+                self.srv.error_replies += count
+                continue
+            self.tier.stats.forwarded += count
+            if self._may_send_now(conn, link):
+                conn.inflight += count
+                conn.inflight_link = link
+                shared.append((conn, self.slot(conn), count))
+                payloads.append(encode_block(command) if kind == MSET_BLOCK
+                                else encode_command(command))
+                continue
+            for args in (map(list, zip(*command)) if kind == MSET_BLOCK else [command]):
+                slot = self.slot(conn)
+                self._send(conn, link, encode_command(args),
+                           lambda reply, conn=conn, slot=slot: self.answer(conn, slot, reply))
+        if not shared:
+            return
+        total = sum(count for _, _, count in shared)
+
+        def done(replies: bytes, errors: int) -> None:
+            every_ok = replies == _OK * total
+            own = [] if every_ok else _split(replies, total)
+            pos = 0
+            for conn, slot, count in shared:
+                conn.inflight -= count
+                if every_ok:
+                    self.answer(conn, slot, _OK * count, 0)
+                else:
+                    self.answer(conn, slot, b"".join(own[pos:pos + count]),
+                                _errors(own[pos:pos + count]))
+                pos += count
+                self._release(conn)
+
+        link.send_many(b"".join(payloads), total, done)
 
     def render_reads(self, items: list, keys: list[bytes], replies: list[Optional[bytes]]) -> None:
         """Replies of a run of GET/MGET/EXISTS: the engine's where it had every key, Redis' for

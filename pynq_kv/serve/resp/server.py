@@ -57,8 +57,8 @@ from ..accept import Listener, LogLimiter
 from ...limits import Limits
 from ...redislink import EARLY_WRITE
 from ..batch import Pipeline
-from .commands.base import (BATCH_GET, BATCH_MGET, BATCH_SET, GET_BLOCK, SET_BLOCK, key_error,
-                            lookup, value_in)
+from .commands.base import (BATCH_GET, BATCH_MGET, BATCH_MSET, BATCH_SET, GET_BLOCK, MSET_BLOCK,
+                            SET_BLOCK, key_error, lookup, value_in)
 from .commands.table import build_table
 from .forward import Forwarder, Slot
 from .protocol import BULK_HEADERS, PONG, ErrorReply, Raw, RequestParser, bulk, encode, fast_tables
@@ -66,7 +66,9 @@ from .protocol import BULK_HEADERS, PONG, ErrorReply, Raw, RequestParser, bulk, 
 log = logging.getLogger("pynq_kv.serve.resp")
 
 _FULL = 3  # SetStatus.FULL as a plain int
-_READ, _WRITE = 1, 2  # the two kinds of run: get_batch (GET, MGET, EXISTS), set_batch (SET)
+# The kinds of run: get_batch (GET, MGET, EXISTS), set_batch (SET), and with a host tier MSETs
+# (their keys leave the engine, the MSETs go to Redis together: forward.py)
+_READ, _WRITE, _MSETS = 1, 2, 3
 _OK = b"+OK\r\n"
 # A read this short is parsed at once even past the tick's parse budget (RespConfig.tick_bytes):
 # it costs little, and a client sending a command now and then (a health check's PING) never
@@ -639,8 +641,9 @@ class RespServer:
         add_item, add_key, add_value = pipe.items.append, pipe.keys.append, pipe.values.append
         add_keys, add_values = pipe.keys.extend, pipe.values.extend
         share = self.config.tick_commands
-        # With a host tier a run of SETs goes to Redis every EARLY_WRITE keys (redislink):
-        # Redis stores one part of a large tick while the rest is planned.
+        # With a host tier a run of SETs goes to Redis every EARLY_WRITE keys, a run of MSETs
+        # every EARLY_WRITE MSETs (redislink): Redis stores one part of a large tick while the
+        # rest is planned.
         write_run = EARLY_WRITE if self.forwarder is not None else 0
         count = 0
         for conn, cmds, error, arrived in queue:  # (what _resume appends as we run comes too)
@@ -729,6 +732,8 @@ class RespServer:
                                     pipe.flush()
                                 continue
                         if plan(pipe, conn, args):
+                            if write_run and pipe.kind == _MSETS and len(pipe.items) >= write_run:
+                                pipe.flush()
                             continue
                     pipe.flush()
                     call(conn, args)
@@ -756,7 +761,8 @@ class RespServer:
 
     def _plan_rows(self, pipe: Pipeline, conn: Connection, block: tuple, batch: bool) -> int:
         """A block the pipeline cannot take whole, one command at a time, as _dispatch runs them
-        (with a host tier, a block of one command that only Redis answers goes there whole)."""
+        (with a host tier, a block of one command that only Redis answers goes there whole, and
+        a block of MSETs joins the run of MSETs of every client as one item)."""
         names = block[0]
         if (batch and len(block) == 1 and names[0].lower() == b"ping"
                 and names.count(names[0]) == len(names)):  # a pipeline of PINGs: its PONGs
@@ -764,10 +770,19 @@ class RespServer:
             conn.last_cmd = "ping"
             conn.out.append(PONG * len(names))
             return len(names)
-        if self.forwarder is not None and self.forwarder.can_forward_block(conn, block):
-            pipe.flush()
-            self.forwarder.forward_block(conn, block)
-            return len(names)
+        if self.forwarder is not None:
+            cmd = self.commands.get(names[0])
+            if (batch and cmd is not None and cmd.batch == BATCH_MSET and len(block) % 2 == 1
+                    and names.count(names[0]) == len(names)):
+                pipe.extend(_MSETS, (conn, MSET_BLOCK, len(names)),
+                            [key for column in block[1::2] for key in column], [block])
+                if len(pipe.keys) >= EARLY_WRITE * (len(block) // 2):  # about EARLY_WRITE MSETs
+                    pipe.flush()
+                return len(names)
+            if self.forwarder.can_forward_block(conn, block):
+                pipe.flush()
+                self.forwarder.forward_block(conn, block)
+                return len(names)
         count = 0
         for row in zip(*block):
             args = list(row)
@@ -781,7 +796,8 @@ class RespServer:
         return count
 
     def _plan(self, pipe: Pipeline, conn: Connection, args: list[bytes]) -> bool:
-        """Put a GET, MGET, EXISTS or plain SET into the pipeline; False for any other command.
+        """Put a GET, MGET, EXISTS or plain SET into the pipeline, and with a host tier an MSET;
+        False for any other command.
 
         The checks are the handlers' (Limits, key_error, value_in). _dispatch has already planned
         a GET or a byte-string SET that fits, so here they are the refused ones, the integer
@@ -793,6 +809,14 @@ class RespServer:
         kind = cmd.batch
         n = len(args)
         limits = self._limits
+        if kind == BATCH_MSET:
+            # With a host tier, the run of MSETs (whichever clients sent them) goes to Redis as
+            # one piece, each MSET as sent (atomic there), its keys out of the engine first;
+            # without one, its handler (all pairs or none, in the engine alone).
+            if self.forwarder is None or n < 3 or n % 2 == 0:
+                return False  # (the wrong arity: Redis' error, or the handler's)
+            pipe.extend(_MSETS, (conn, BATCH_MSET, 1), args[1::2], [args])
+            return True
         if self.forwarder is not None and not self._tier_fits(kind, args):
             return False  # Redis holds what the engine cannot: the command goes there
         if kind == BATCH_GET:
@@ -972,6 +996,9 @@ class RespServer:
                 if self.tier is not None:
                     self.tier.apply_invalidations()  # a client reads after its own writes
                 return eng.get_batch(tagged_rows(keys, g.key_bytes))
+            if kind == _MSETS:
+                self.forwarder.run_msets(keys)
+                return None
             if self.forwarder is not None:  # SETs go to Redis; the engine is filled after
                 self.forwarder.run_writes(keys)
                 return None
@@ -995,6 +1022,9 @@ class RespServer:
         """A run with a host tier: what the engine answered, and Redis the rest (forward.py).
         The run's keys and values are still in the pipeline (flush empties them after this)."""
         pipe = self._pipe
+        if kind == _MSETS:
+            self.forwarder.render_msets(items, pipe.values)
+            return
         if kind != _READ:
             self.forwarder.render_writes(items, pipe.keys, pipe.values)
             return
@@ -1108,7 +1138,7 @@ class RespServer:
         log.error("engine batch failed", exc_info=exc)
         reply = E.error_reply(b"ERR engine error: " + type(exc).__name__.encode())
         for conn, kind, n in items:
-            count = n if kind in (GET_BLOCK, SET_BLOCK) else 1
+            count = n if kind in (GET_BLOCK, SET_BLOCK, MSET_BLOCK) else 1
             conn.out.append(reply * count)
             self.error_replies += count
 

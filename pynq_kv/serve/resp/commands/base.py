@@ -75,10 +75,11 @@ class Server(Protocol):
 
 Handler = Callable[[Server, Client, list[bytes]], Any]
 
-# How the dispatcher may fold a command into an engine batch (server.py).
-BATCH_NONE, BATCH_GET, BATCH_MGET, BATCH_EXISTS, BATCH_SET = 0, 1, 2, 3, 4
-# The dispatcher's items for a block of pipelined GETs / SETs (one item, several keys).
-GET_BLOCK, SET_BLOCK = 10, 11
+# How the dispatcher may fold a command into an engine batch (server.py); BATCH_MSET only with a
+# host tier (forward.py), where Redis makes the MSET atomic.
+BATCH_NONE, BATCH_GET, BATCH_MGET, BATCH_EXISTS, BATCH_SET, BATCH_MSET = 0, 1, 2, 3, 4, 5
+# The dispatcher's items for a block of pipelined GETs / SETs / MSETs (one item, several keys).
+GET_BLOCK, SET_BLOCK, MSET_BLOCK = 10, 11, 12
 
 
 @dataclass

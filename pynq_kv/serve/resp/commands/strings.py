@@ -14,7 +14,8 @@ from ....errors import TableFull
 from ....keys import tagged_rows
 from .. import errors as E
 from ..protocol import OK, ErrorReply, string2ll
-from .base import BATCH_GET, BATCH_MGET, BATCH_SET, Client, Command, Server, key_error, value_in, value_out
+from .base import (BATCH_GET, BATCH_MGET, BATCH_MSET, BATCH_SET, Client, Command, Server, key_error,
+                   value_in, value_out)
 
 
 def cmd_get(srv: Server, conn: Client, args: list[bytes]) -> Any:
@@ -172,5 +173,5 @@ def commands() -> list[Command]:
                 "string", (1, -1, 1), BATCH_MGET),
         Command("mset", -3, ("write", "denyoom"), cmd_mset,
                 "Atomically creates or modifies the string values of one or more keys", "string",
-                (1, -1, 2)),
+                (1, -1, 2), BATCH_MSET),
     ]
