@@ -11,7 +11,9 @@ its rounds. redis-benchmark 7 exits non-zero at the first error reply, which sto
   redis-server with the same AOF setting (`--appendonly yes --appendfsync P`), both on TCP
   loopback. Its `ratios` (also at the top of the JSON) map each test and depth ("GET/P1",
   "MSET/P16", ...) to pynq-kv's requests/s over redis-server's. Afterwards both must report no
-  error replies (INFO stats).
+  error replies (INFO stats). With --relay a bare byte relay in front of that redis-server
+  (benchmarks/_relay.py) runs in the same rounds too, and `relay_ratios` give the scale: what
+  an extra hop with no work in it reaches.
 - "memory_only": the figures this script measured before the host tier: GET and SET against
   `pynq-kv serve` memory-only (its default, `--no-store`, every front-end running) and a
   redis-server without persistence. Afterwards both servers must report no error replies, hold
@@ -24,6 +26,7 @@ Prints one JSON object.
     python benchmarks/resp.py --quick             # fewer requests, one round: a smoke test
     python benchmarks/resp.py --part host_tier --suite-requests 5000
     python benchmarks/resp.py --event-loop asyncio  # pynq-kv serve on asyncio's own loop
+    python benchmarks/resp.py --part host_tier --relay  # and a bare relay beside them
 """
 
 from __future__ import annotations
@@ -202,18 +205,31 @@ def memory_only(rounds: int, scale: int, event_loop: str) -> dict[str, Any]:
     return result
 
 
-def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str) -> dict[str, Any]:
+def start_relay(upstream_port: int) -> tuple[subprocess.Popen, int]:
+    """benchmarks/_relay.py in front of upstream_port, on a free loopback port."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_relay.py")),
+                             str(port), str(upstream_port)])
+    wait_port(port)
+    return proc, port
+
+
+def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str,
+              relay: bool = False) -> dict[str, Any]:
     """redis-benchmark's default suite, -P 1 (requests) and -P 16 (4 x requests), 50 clients:
-    `pynq-kv serve --store private` against redis-server, both with AOF appendfsync."""
+    `pynq-kv serve --store private` against redis-server, both with AOF appendfsync (and with
+    relay, a bare byte relay in front of that redis-server)."""
     depths = {"P1": (1, requests), "P16": (16, 4 * requests)}
-    best: dict[str, dict[str, float]] = {"pynq_kv": {}, "redis_server": {}}
+    best: dict[str, dict[str, float]] = {"pynq_kv": {}, "redis_server": {}, "relay": {}}
     with tempfile.TemporaryDirectory(prefix="pynq-kv-bench-") as tmp:
         redis, redis_port = start_redis(Path(tmp), appendfsync)
-        served = None
+        served = relayed = None
         try:
             served = Served(Path(tmp) / "pynq-kv-data", appendfsync,
                             extra=("--event-loop", event_loop))
             servers = {"redis_server": redis_port, "pynq_kv": served.resp_port}
+            if relay:
+                relayed, servers["relay"] = start_relay(redis_port)
             # the count before: pynq-kv's INFO is its Redis', whose own connections (redis-py's
             # CLIENT SETINFO, which Redis 7.0 does not know) have error replies already
             before = {server: error_replies(port) for server, port in servers.items()}
@@ -231,12 +247,20 @@ def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str) -> 
         finally:
             if served is not None:
                 served.stop()
+            if relayed is not None:
+                relayed.kill()
+                relayed.wait()
             redis.terminate()
             try:
                 redis.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 redis.kill()
     names = [f"{test}/{depth}" for depth in depths for test in DEFAULT_SUITE]
+    relay_figures = {
+        "relay_rps": {name: round(best["relay"][name]) for name in names},
+        "relay_ratios": {name: round(best["relay"][name] / best["redis_server"][name], 3)
+                         for name in names},
+    } if relay else {}
     return {
         "benchmark": f"redis-benchmark default suite -c {CLIENTS} -r {KEYSPACE} -d 3, pynq-kv "
                      f"serve --store private --appendfsync {appendfsync} (model backend) vs "
@@ -250,6 +274,7 @@ def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str) -> 
                    for name in names},
         "targets": {"GET": 0.7, "other": 0.5},
         "error_replies": errors,
+        **relay_figures,
     }
 
 
@@ -266,6 +291,8 @@ def main() -> None:
     parser.add_argument("--suite-rounds", type=int, default=1)
     parser.add_argument("--event-loop", choices=EVENT_LOOPS, default="auto",
                         help="pynq-kv serve's --event-loop (default auto: uvloop when installed)")
+    parser.add_argument("--relay", action="store_true",
+                        help="host-tier part: a bare byte relay in the same rounds (relay_ratios)")
     args = parser.parse_args()
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
         raise SystemExit("needs redis-server and redis-benchmark (Debian: redis-server, redis-tools)")
@@ -273,7 +300,7 @@ def main() -> None:
     if args.part in ("both", "host_tier"):
         requests = args.suite_requests // 10 if args.quick else args.suite_requests
         result["host_tier"] = host_tier(args.appendfsync, 1 if args.quick else args.suite_rounds,
-                                        requests, args.event_loop)
+                                        requests, args.event_loop, args.relay)
         result["ratios"] = result["host_tier"]["ratios"]
     if args.part in ("both", "memory_only"):
         result["memory_only"] = memory_only(1 if args.quick else args.rounds,
