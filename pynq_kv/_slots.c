@@ -102,6 +102,12 @@ static struct table table_of(Py_buffer *hashes, Py_buffer *valid, Py_buffer *tab
     return t;
 }
 
+/* The candidate slot of way w for a key with these WAYS hashes. */
+static inline Py_ssize_t way_slot(const struct table *t, const uint32_t *hash, Py_ssize_t w)
+{
+    return w * t->rows + (Py_ssize_t)(hash[w] & (uint32_t)(t->rows - 1));
+}
+
 /* The next slot after `after` (-1: from the start), in candidate order, that holds key; -1 if
  * none does. hash: the key's WAYS hashes. */
 static Py_ssize_t next_copy(const struct table *t, const uint8_t *key, const uint32_t *hash,
@@ -110,7 +116,7 @@ static Py_ssize_t next_copy(const struct table *t, const uint8_t *key, const uin
     const Py_ssize_t way_slots = t->ways * t->rows;
     Py_ssize_t w = after < 0 ? 0 : after < way_slots ? after / t->rows + 1 : t->ways;
     for (; w < t->ways; w++) {
-        Py_ssize_t slot = w * t->rows + (Py_ssize_t)(hash[w] & (uint32_t)(t->rows - 1));
+        Py_ssize_t slot = way_slot(t, hash, w);
         if (t->valid[slot] && memcmp(t->keys + slot * t->key_bytes, key, (size_t)t->key_bytes) == 0)
             return slot;
     }
@@ -313,7 +319,7 @@ static PyObject *set_tagged(PyObject *self, PyObject *args)
             continue;
         }
         for (Py_ssize_t w = 0; w < ways && slot < 0; w++) {  /* step 2: the lowest free way */
-            Py_ssize_t candidate = w * rows + (Py_ssize_t)(hash[w] & (uint32_t)(rows - 1));
+            Py_ssize_t candidate = way_slot(&t, hash, w);
             if (!valid[candidate])
                 slot = candidate;
         }

@@ -457,16 +457,7 @@ class Forwarder:
             own = None if every_ok else _split(replies, total)
             tier.writes_answered(ticket, sent, texts if every_ok else
                                  [text if got == _OK else None for text, got in zip(texts, own)])
-            pos = 0
-            for conn, slot, _, count in shared:
-                end = pos + count
-                conn.inflight -= count
-                if every_ok:
-                    self.answer(conn, slot, _OK * count, 0)
-                else:
-                    self.answer(conn, slot, b"".join(own[pos:end]), _errors(own[pos:end]))
-                self._release(conn)
-                pos = end
+            self._answer_shared([(conn, slot, count) for conn, slot, _, count in shared], own)
 
         link.send_many(encode_block(([b"SET"] * total, sent, texts)), total, done)
 
@@ -553,20 +544,25 @@ class Forwarder:
         total = sum(count for _, _, count in shared)
 
         def done(replies: bytes, errors: int) -> None:
-            every_ok = replies == _OK * total
-            own = [] if every_ok else _split(replies, total)
-            pos = 0
-            for conn, slot, count in shared:
-                conn.inflight -= count
-                if every_ok:
-                    self.answer(conn, slot, _OK * count, 0)
-                else:
-                    self.answer(conn, slot, b"".join(own[pos:pos + count]),
-                                _errors(own[pos:pos + count]))
-                pos += count
-                self._release(conn)
+            self._answer_shared(shared, None if replies == _OK * total else _split(replies, total))
 
         link.send_many(b"".join(payloads), total, done)
+
+    def _answer_shared(self, shared: list[tuple[Any, Slot, int]],
+                       own: Optional[list[bytes]]) -> None:
+        """The replies to a piece sent on the shared connection for several clients, each
+        client's into its slot (shared: client, slot, how many of the replies are its, in
+        order); own: the replies one by one, or None when every one was +OK."""
+        pos = 0
+        for conn, slot, count in shared:
+            conn.inflight -= count
+            if own is None:
+                self.answer(conn, slot, _OK * count, 0)
+            else:
+                mine = own[pos:pos + count]
+                self.answer(conn, slot, b"".join(mine), _errors(mine))
+            pos += count
+            self._release(conn)
 
     def render_reads(self, items: list, keys: list[bytes], replies: list[Optional[bytes]]) -> None:
         """Replies of a run of GET/MGET/EXISTS: the engine's where it had every key, Redis' for

@@ -772,7 +772,7 @@ class RespServer:
             return len(names)
         if self.forwarder is not None:
             cmd = self.commands.get(names[0])
-            if (batch and cmd is not None and cmd.batch == BATCH_MSET and len(block) % 2 == 1
+            if (batch and cmd is not None and cmd.batch == BATCH_MSET and _pairs(len(block))
                     and names.count(names[0]) == len(names)):
                 pipe.extend(_MSETS, (conn, MSET_BLOCK, len(names)),
                             [key for column in block[1::2] for key in column], [block])
@@ -813,7 +813,7 @@ class RespServer:
             # With a host tier, the run of MSETs (whichever clients sent them) goes to Redis as
             # one piece, each MSET as sent (atomic there), its keys out of the engine first;
             # without one, its handler (all pairs or none, in the engine alone).
-            if self.forwarder is None or n < 3 or n % 2 == 0:
+            if self.forwarder is None or not _pairs(n):
                 return False  # (the wrong arity: Redis' error, or the handler's)
             pipe.extend(_MSETS, (conn, BATCH_MSET, 1), args[1::2], [args])
             return True
@@ -1141,6 +1141,12 @@ class RespServer:
             count = n if kind in (GET_BLOCK, SET_BLOCK, MSET_BLOCK) else 1
             conn.out.append(reply * count)
             self.error_replies += count
+
+
+def _pairs(argc: int) -> bool:
+    """Whether a command of argc arguments (its name included) has one or more key-value pairs
+    after its name, as MSET must."""
+    return argc >= 3 and argc % 2 == 1
 
 
 def _int_replies(values: Any, hits: list[bool]) -> list[Optional[bytes]]:
