@@ -13,7 +13,11 @@ its rounds. redis-benchmark 7 exits non-zero at the first error reply, which sto
   "MSET/P16", ...) to pynq-kv's requests/s over redis-server's. Afterwards both must report no
   error replies (INFO stats). With --relay a bare byte relay in front of that redis-server
   (benchmarks/_relay.py) runs in the same rounds too, and `relay_ratios` give the scale: what
-  an extra hop with no work in it reaches.
+  an extra hop with no work in it reaches. With --tracking-bound a second plain redis-server
+  with the same AOF setting, which one connection tracks in broadcast mode as pynq-kv's
+  coherence needs (`CLIENT TRACKING on BCAST`), runs in the same rounds with redis-benchmark
+  straight into it, and `tracking_bound_ratios` give the ceiling: what a front-end costing
+  nothing would reach with the bookkeeping that tracking asks of Redis.
 - "memory_only": the figures this script measured before the host tier: GET and SET against
   `pynq-kv serve` memory-only (its default, `--no-store`, every front-end running) and a
   redis-server without persistence. Afterwards both servers must report no error replies, hold
@@ -27,6 +31,7 @@ Prints one JSON object.
     python benchmarks/resp.py --part host_tier --suite-requests 5000
     python benchmarks/resp.py --event-loop asyncio  # pynq-kv serve on asyncio's own loop
     python benchmarks/resp.py --part host_tier --relay  # and a bare relay beside them
+    python benchmarks/resp.py --part host_tier --tracking-bound  # and the tracked ceiling
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS_DIR = ROOT / "tests"
@@ -214,22 +221,52 @@ def start_relay(upstream_port: int) -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
+def track_in_broadcast(port: int) -> redis.Redis:
+    """One connection of the redis-server on port tracking every key in broadcast mode, as
+    pynq-kv's shared connection does (pynq_kv/tier.py), so Redis records each key any client
+    writes and builds the invalidation message for it. The invalidations go to a connection
+    closed at once: Redis then sends them nowhere (RESP2 tracker, redirect broken), so nothing
+    needs reading, and the cost left is Redis' own. pynq-kv's NOLOOP adds a walk over those keys
+    to leave out its own, so this is a little cheaper than what pynq-kv's Redis does."""
+    target = redis.Redis(port=port, protocol=2, single_connection_client=True)
+    tracker = redis.Redis(port=port, protocol=2, single_connection_client=True)
+    tracker.client_tracking_on(clientid=target.client_id(), bcast=True)
+    target.close()
+    return tracker
+
+
+def tracking_in_effect(tracker: redis.Redis) -> None:
+    """SystemExit unless the tracker still tracks in broadcast mode and Redis found its redirect
+    gone: it built invalidations (for the writes of the suite) and had nowhere to send them."""
+    info = tracker.execute_command("CLIENT", "TRACKINGINFO")
+    flags = {bytes(f) for f in info[info.index(b"flags") + 1]}
+    if not {b"on", b"bcast", b"broken_redirect"} <= flags:
+        raise SystemExit(f"the tracked redis-server's tracking is not what was asked: {info}")
+
+
 def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str,
-              relay: bool = False) -> dict[str, Any]:
+              relay: bool = False, tracking_bound: bool = False) -> dict[str, Any]:
     """redis-benchmark's default suite, -P 1 (requests) and -P 16 (4 x requests), 50 clients:
     `pynq-kv serve --store private` against redis-server, both with AOF appendfsync (and with
-    relay, a bare byte relay in front of that redis-server)."""
+    relay, a bare byte relay in front of that redis-server; with tracking_bound, a second
+    redis-server tracked in broadcast mode)."""
     depths = {"P1": (1, requests), "P16": (16, 4 * requests)}
-    best: dict[str, dict[str, float]] = {"pynq_kv": {}, "redis_server": {}, "relay": {}}
+    best: dict[str, dict[str, float]] = {"pynq_kv": {}, "redis_server": {}, "relay": {},
+                                         "tracked_redis": {}}
     with tempfile.TemporaryDirectory(prefix="pynq-kv-bench-") as tmp:
-        redis, redis_port = start_redis(Path(tmp), appendfsync)
-        served = relayed = None
+        plain, redis_port = start_redis(Path(tmp), appendfsync)
+        served = relayed = tracked = tracker = None
         try:
             served = Served(Path(tmp) / "pynq-kv-data", appendfsync,
                             extra=("--event-loop", event_loop))
             servers = {"redis_server": redis_port, "pynq_kv": served.resp_port}
             if relay:
                 relayed, servers["relay"] = start_relay(redis_port)
+            if tracking_bound:
+                (Path(tmp) / "tracked").mkdir()
+                tracked, servers["tracked_redis"] = start_redis(Path(tmp) / "tracked",
+                                                                appendfsync)
+                tracker = track_in_broadcast(servers["tracked_redis"])
             # the count before: pynq-kv's INFO is its Redis', whose own connections (redis-py's
             # CLIENT SETINFO, which Redis 7.0 does not know) have error replies already
             before = {server: error_replies(port) for server, port in servers.items()}
@@ -244,23 +281,32 @@ def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str,
                       for server, port in servers.items()}
             if any(errors.values()):
                 raise SystemExit(f"error replies counted after the suite: {errors}")
+            if tracker is not None:
+                tracking_in_effect(tracker)
         finally:
             if served is not None:
                 served.stop()
             if relayed is not None:
                 relayed.kill()
                 relayed.wait()
-            redis.terminate()
-            try:
-                redis.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                redis.kill()
+            if tracker is not None:
+                tracker.close()
+            for proc in (plain, tracked):
+                if proc is None:
+                    continue
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
     names = [f"{test}/{depth}" for depth in depths for test in DEFAULT_SUITE]
-    relay_figures = {
-        "relay_rps": {name: round(best["relay"][name]) for name in names},
-        "relay_ratios": {name: round(best["relay"][name] / best["redis_server"][name], 3)
-                         for name in names},
-    } if relay else {}
+    scales = {}
+    for server, wanted in (("relay", relay), ("tracking_bound", tracking_bound)):
+        if wanted:
+            found = best["tracked_redis" if server == "tracking_bound" else server]
+            scales[f"{server}_rps"] = {name: round(found[name]) for name in names}
+            scales[f"{server}_ratios"] = {
+                name: round(found[name] / best["redis_server"][name], 3) for name in names}
     return {
         "benchmark": f"redis-benchmark default suite -c {CLIENTS} -r {KEYSPACE} -d 3, pynq-kv "
                      f"serve --store private --appendfsync {appendfsync} (model backend) vs "
@@ -274,7 +320,7 @@ def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str,
                    for name in names},
         "targets": {"GET": 0.7, "other": 0.5},
         "error_replies": errors,
-        **relay_figures,
+        **scales,
     }
 
 
@@ -293,6 +339,9 @@ def main() -> None:
                         help="pynq-kv serve's --event-loop (default auto: uvloop when installed)")
     parser.add_argument("--relay", action="store_true",
                         help="host-tier part: a bare byte relay in the same rounds (relay_ratios)")
+    parser.add_argument("--tracking-bound", action="store_true",
+                        help="host-tier part: a redis-server tracked in broadcast mode in the same "
+                             "rounds (tracking_bound_ratios)")
     args = parser.parse_args()
     if not shutil.which("redis-server") or not shutil.which("redis-benchmark"):
         raise SystemExit("needs redis-server and redis-benchmark (Debian: redis-server, redis-tools)")
@@ -300,7 +349,8 @@ def main() -> None:
     if args.part in ("both", "host_tier"):
         requests = args.suite_requests // 10 if args.quick else args.suite_requests
         result["host_tier"] = host_tier(args.appendfsync, 1 if args.quick else args.suite_rounds,
-                                        requests, args.event_loop, args.relay)
+                                        requests, args.event_loop, args.relay,
+                                        args.tracking_bound)
         result["ratios"] = result["host_tier"]["ratios"]
     if args.part in ("both", "memory_only"):
         result["memory_only"] = memory_only(1 if args.quick else args.rounds,
