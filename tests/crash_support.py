@@ -88,13 +88,18 @@ class Verdict:
 
     checked: int = 0  # keys and fields read back
     lost: int = 0  # acknowledged versions missing
-    max_loss_window_s: float = 0.0
+    # per kill cycle: how long before its kill the oldest lost acknowledged write was acknowledged
+    loss_window_s: dict[int, float] = field(default_factory=dict)
     pending_applied: int = 0  # in-flight writes found done (allowed)
     pending_dropped: int = 0  # in-flight writes not done (allowed)
     wrong: list[str] = field(default_factory=list)  # corruption: versions never written, ...
     engine_entries: int = 0  # entries the engine held
     engine_mismatches: list[str] = field(default_factory=list)
     served_mismatches: list[str] = field(default_factory=list)  # GET through pynq-kv != Redis
+
+    @property
+    def max_loss_window_s(self) -> float:
+        return max(self.loss_window_s.values(), default=0.0)
 
 
 # -- writers ----------------------------------------------------------------------------------
@@ -457,7 +462,8 @@ def check(served: Served, loads: list[Load], kill_times: dict[int, float]) -> Ve
                 elif 0 <= got < h.version:
                     verdict.lost += h.version - got
                     window = kill_times[cycle] - h.acked[got]
-                    verdict.max_loss_window_s = max(verdict.max_loss_window_s, window)
+                    verdict.loss_window_s[cycle] = max(verdict.loss_window_s.get(cycle, 0.0),
+                                                       window)
                 else:
                     verdict.wrong.append(f"{name} holds version {got}; {h.version} acknowledged"
                                          f"{', one more in flight' if h.pending else ''}")
@@ -585,7 +591,7 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
                 report.max_child_exit_s = max(report.max_child_exit_s, served.child_exit_s)
             served = Served(data_dir, appendfsync, extra, global_args)
             verdict = check(served, loads, kill_times)
-            _account(report, verdict, how)
+            account_check(report, verdict, how, cycle)
             log(f"kill {cycle + 1}/{kills} ({how}): {load.acknowledged()} acknowledged, "
                 f"{verdict.lost} lost, engine {verdict.engine_entries} entries, "
                 f"{len(report.failures())} failures so far")
@@ -595,15 +601,17 @@ def run_crashes(data_dir: Path, *, appendfsync: str, kills: int, min_acknowledge
     return report
 
 
-def _account(report: CrashReport, verdict: Verdict, how: str) -> None:
-    """Add a check's findings to the report. Losses are charged to the kill just made: every
-    earlier cycle was checked already, and a loss found again later is not counted twice."""
+def account_check(report: CrashReport, verdict: Verdict, how: str, cycle: int) -> None:
+    """Add a check's findings to the report. Losses are charged to the kill just made (cycle):
+    every earlier cycle was checked already, and a loss found again later is not counted twice;
+    so is the loss window, that cycle's (the largest of all only if its losses were older)."""
     report.errors += verdict.wrong + verdict.engine_mismatches + verdict.served_mismatches
     new_lost = verdict.lost - sum(report.lost.values())
     if new_lost > 0:
         report.lost[how] += new_lost
-        report.max_loss_window_s[how] = max(report.max_loss_window_s[how],
-                                            verdict.max_loss_window_s)
+        report.max_loss_window_s[how] = max(
+            report.max_loss_window_s[how],
+            verdict.loss_window_s.get(cycle, verdict.max_loss_window_s))
     report.max_engine_entries = max(report.max_engine_entries, verdict.engine_entries)
     report.pending_applied = verdict.pending_applied  # every cycle's, counted by each check
     report.pending_dropped = verdict.pending_dropped

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crash_support import (VIRTUAL_BOARD, WRITERS, Load, Served, check, compare_engine,
-                           run_crashes, sort_refusals)
+from crash_support import (VIRTUAL_BOARD, WRITERS, CrashReport, Load, Served, Verdict,
+                           account_check, check, compare_engine, run_crashes, sort_refusals)
 from redis_benchmark import DEFAULT_SUITE, run_suite
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
@@ -61,6 +61,17 @@ def test_the_check_finds_lost_and_foreign_versions(tmp_path: Path) -> None:
         assert len(found) == 2 and "k:foreign" in found[0] and "k:none" in found[1]
     finally:
         served.stop()
+
+
+def test_each_kill_is_charged_its_own_loss_window() -> None:
+    """A check reads every cycle so far, so an old loss is found again at each later check:
+    a later kill with a loss of its own is charged that loss's window, not the older one."""
+    report = CrashReport("everysec")
+    account_check(report, Verdict(lost=1, loss_window_s={0: 0.9}), "serve", 0)
+    account_check(report, Verdict(lost=1, loss_window_s={0: 0.9}), "group", 1)  # nothing new
+    account_check(report, Verdict(lost=3, loss_window_s={0: 0.9, 2: 0.2}), "group", 2)
+    assert report.lost == {"serve": 1, "group": 2}
+    assert report.max_loss_window_s == {"serve": 0.9, "group": 0.2}
 
 
 def test_only_a_group_kill_excuses_the_host_tiers_loss_after_it_began() -> None:
