@@ -300,12 +300,13 @@ def host_tier(appendfsync: str, rounds: int, requests: int, event_loop: str,
                 except subprocess.TimeoutExpired:
                     proc.kill()
     names = [f"{test}/{depth}" for depth in depths for test in DEFAULT_SUITE]
-    scales = {}
-    for server, wanted in (("relay", relay), ("tracking_bound", tracking_bound)):
+    scales = {}  # the scales asked for: key prefix in the JSON, the server measured
+    for prefix, server, wanted in (("relay", "relay", relay),
+                                   ("tracking_bound", "tracked_redis", tracking_bound)):
         if wanted:
-            found = best["tracked_redis" if server == "tracking_bound" else server]
-            scales[f"{server}_rps"] = {name: round(found[name]) for name in names}
-            scales[f"{server}_ratios"] = {
+            found = best[server]
+            scales[f"{prefix}_rps"] = {name: round(found[name]) for name in names}
+            scales[f"{prefix}_ratios"] = {
                 name: round(found[name] / best["redis_server"][name], 3) for name in names}
     return {
         "benchmark": f"redis-benchmark default suite -c {CLIENTS} -r {KEYSPACE} -d 3, pynq-kv "
