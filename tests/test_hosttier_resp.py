@@ -574,8 +574,9 @@ def test_a_large_tick_of_writes_goes_to_redis_in_parts(servers: Any, clients: An
 def test_msets_of_several_clients_go_to_redis_together(servers: Any, clients: Any) -> None:
     """MSETs of several clients in one loop turn, alone and in pipelined blocks: they go to
     Redis in runs, each with one reply handler (none of them on its own), in few writes, each
-    client gets redis-server's replies in its own order (an ACL refuses keys no:*, and so every MSET that names one), a GET behind a client's
-    MSET reads what it wrote, and the engine never answers a value the MSETs replaced."""
+    client gets redis-server's replies in its own order (an ACL refuses keys no:*, and so every
+    MSET that names one), a GET behind a client's MSET reads what it wrote, and the engine never
+    answers a value the MSETs replaced."""
     pynq, behind, reference = servers
     direct = [clients(behind.port), clients(reference.port)]
     r = clients(pynq.port)
@@ -603,7 +604,7 @@ def test_msets_of_several_clients_go_to_redis_together(servers: Any, clients: An
 
     def spy(method: Any, seen: list) -> Any:
         def counted(payload: bytes, *rest: Any) -> Any:
-            seen.append(payload.count(b"$4\r\nMSET\r\n"))
+            seen.append(payload.count(counting.word))
             return method(payload, *rest)
         return counted
 

@@ -521,8 +521,7 @@ class Forwarder:
         link = self.tier.main if self.tier.up else None
         shared: list[tuple[Any, Slot, int]] = []  # (client, its reply slot, its MSETs)
         payloads: list[bytes] = []
-        for (conn, kind, n), command in zip(items, commands):
-            count = n if kind == MSET_BLOCK else 1
+        for (conn, kind, count), command in zip(items, commands):  # (count: 1 or the block's)
             if link is None:
                 conn.out.append(_TIER_DOWN * count)
                 self.srv.error_replies += count

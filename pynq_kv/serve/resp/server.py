@@ -641,9 +641,9 @@ class RespServer:
         add_item, add_key, add_value = pipe.items.append, pipe.keys.append, pipe.values.append
         add_keys, add_values = pipe.keys.extend, pipe.values.extend
         share = self.config.tick_commands
-        # With a host tier a run of SETs goes to Redis every EARLY_WRITE keys, a run of MSETs
-        # every EARLY_WRITE MSETs (redislink): Redis stores one part of a large tick while the
-        # rest is planned.
+        # With a host tier a run of SETs goes to Redis every EARLY_WRITE keys (redislink; a run
+        # of MSETs every EARLY_WRITE MSETs, _add_msets): Redis stores one part of a large tick
+        # while the rest is planned.
         write_run = EARLY_WRITE if self.forwarder is not None else 0
         count = 0
         for conn, cmds, error, arrived in queue:  # (what _resume appends as we run comes too)
@@ -732,8 +732,6 @@ class RespServer:
                                     pipe.flush()
                                 continue
                         if plan(pipe, conn, args):
-                            if write_run and pipe.kind == _MSETS and len(pipe.items) >= write_run:
-                                pipe.flush()
                             continue
                     pipe.flush()
                     call(conn, args)
@@ -774,10 +772,8 @@ class RespServer:
             cmd = self.commands.get(names[0])
             if (batch and cmd is not None and cmd.batch == BATCH_MSET and _pairs(len(block))
                     and names.count(names[0]) == len(names)):
-                pipe.extend(_MSETS, (conn, MSET_BLOCK, len(names)),
-                            [key for column in block[1::2] for key in column], [block])
-                if len(pipe.keys) >= EARLY_WRITE * (len(block) // 2):  # about EARLY_WRITE MSETs
-                    pipe.flush()
+                self._add_msets(pipe, (conn, MSET_BLOCK, len(names)),
+                                [key for column in block[1::2] for key in column], block)
                 return len(names)
             if self.forwarder.can_forward_block(conn, block):
                 pipe.flush()
@@ -794,6 +790,16 @@ class RespServer:
             if conn.closing:
                 break
         return count
+
+    @staticmethod
+    def _add_msets(pipe: Pipeline, item: tuple, keys: list[bytes], command: Any) -> None:
+        """An MSET (command: its arguments) or a block of them (command: the block's columns)
+        joins the run of MSETs; the run goes to Redis once it holds about EARLY_WRITE MSETs of
+        this one's size, so Redis stores one part of a large tick while the rest is planned."""
+        keys_each = len(command) // 2  # the keys of one MSET, as args or as columns
+        pipe.extend(_MSETS, item, keys, [command])
+        if len(pipe.keys) >= EARLY_WRITE * keys_each:
+            pipe.flush()
 
     def _plan(self, pipe: Pipeline, conn: Connection, args: list[bytes]) -> bool:
         """Put a GET, MGET, EXISTS or plain SET into the pipeline, and with a host tier an MSET;
@@ -815,7 +821,7 @@ class RespServer:
             # without one, its handler (all pairs or none, in the engine alone).
             if self.forwarder is None or not _pairs(n):
                 return False  # (the wrong arity: Redis' error, or the handler's)
-            pipe.extend(_MSETS, (conn, BATCH_MSET, 1), args[1::2], [args])
+            self._add_msets(pipe, (conn, BATCH_MSET, 1), args[1::2], args)
             return True
         if self.forwarder is not None and not self._tier_fits(kind, args):
             return False  # Redis holds what the engine cannot: the command goes there
