@@ -37,7 +37,8 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * FIFO depth (RSP_FIFO_DEPTH, CTL_FIFO_DEPTH), so the pipeline never stalls
  * and the response FIFOs never overflow.  The request port's tready is also
  * low while the table is being cleared (CLEAR_TABLE and after reset: a sweep
- * of ROWS cycles writing every row of every way invalid); the control port's
+ * of ROWS cycles writing every row of every way invalid), and for one cycle
+ * after it accepts a MOVE (see Hazards); the control port's
  * is low, when the request offered is a WRITE_RULE, while the rule matcher
  * has no free shadow slot (more than RULE_SLOTS rule writes within about
  * RULE_SLOTS * 34 cycles, kv_rule_match).  Neither port ever waits for the
@@ -72,7 +73,7 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *                     the key of the same cycle)
  *   0 .. H            kv_h3_hash, rows at stage H = HASH_STAGES
  *   H+1               per-way address: the key's row, or the control address
- *   A = E-RAM_LAT     bank RAM read (one kv_bank_ram per way)
+ *   A = K-RAM_LAT     bank RAM read (one kv_bank_ram per way)
  *   2 .. V            priority tree (kv_prio_tree), V = 2 + tree latency;
  *                     the rule value RAM is read at V (the winner) and
  *                     written at V+1 by the control lane (a write meeting a
@@ -81,9 +82,10 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *                     READ_RULE returns) is read and written at V
  *   E-1               rule hit counter RAM read (one copy per lane: the
  *                     LOOKUP's winner; the control request's entry)
- *   E                 execute: forwarding, compare ways and stash, decide,
- *                     counters, stash update, rule hit counter forwarding,
- *                     response
+ *   K = E-1           compare: forwarding, ways and stash against the key
+ *   E                 execute: the write of the request ahead folded in,
+ *                     decide, counters, stash update, rule hit counter
+ *                     forwarding, response
  *   E+1               control lane only: its execute, in the cycle of the
  *                     request lane's execute of the request accepted one
  *                     cycle after it, and ahead of it: it reads counters and
@@ -92,23 +94,31 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *                     before that request's updates
  *   E+1               way and rule hit counter writes presented to the RAMs;
  *                     response in FIFO
- *   E = max(H + 1 + RAM_LAT, V + 2), LATENCY = E + 2 (control port: E + 3).
+ *   E = max(H + 2 + RAM_LAT, V + 2), LATENCY = E + 2 (control port: E + 3).
  *
- * Hazards: a request reads a way RAM RAM_LAT cycles before it executes, so
- * the writes of the RAM_LAT + 1 requests executed just before it may be
+ * Hazards: a request reads a way RAM RAM_LAT cycles before it compares, so
+ * the writes of the RAM_LAT + 1 requests executed just before that may be
  * missing from what it read.  Those writes are kept (per way: enable, row,
- * word) in a forwarding window; at execute each way takes the newest window
- * write to its row, else the RAM output.  The rule hit counters (a RAM, read
- * at E-1) have a two-deep window of the same kind, and a per-entry "fresh"
- * bit that CLEAR_COUNTERS (every entry) and WRITE_RULE (its entry) clear
- * (an entry not fresh reads 0; the window's writes it covers are dropped).
+ * word) in a forwarding window; at the compare stage each way takes the
+ * newest window write to its row, else the RAM output, and compares it and
+ * the stash with the key.  The request executing in that same cycle writes
+ * after the compare: its write (window entry 0 and its stash writes, one
+ * cycle later) replaces the compare's result at execute, through a key
+ * equality and row matches worked out at the compare stage.  That takes its
+ * key to be the word's key, which holds for everything but a MOVE (it writes
+ * another slot's key), so a MOVE keeps the cycle after it free.  The rule
+ * hit counters (a RAM, read at E-1) have a two-deep window of the same kind,
+ * and a per-entry "fresh" bit that CLEAR_COUNTERS (every entry) and
+ * WRITE_RULE (its entry) clear (an entry not fresh reads 0; the window's
+ * writes it covers are dropped).
  * The stash and the counters are registers updated at execute (a counter's
  * change, an increment or occupancy's delta, is added one cycle later from a
  * pending register, which READ_COUNTER adds and CLEAR_COUNTERS clears, so no
  * execute decision reaches a 64-bit adder); the rule
  * matcher is updated at stage 0 and the rule RAMs at V / V+1 as above, so
  * every request sees exactly the state left by the requests ahead of it in
- * the order above (engine.md §5, §5.7).  Nothing ever stalls the pipeline.
+ * the order above (engine.md §5, §5.7).  Nothing ever stalls the pipeline
+ * once a request is accepted.
  */
 module kv_engine #
 (
@@ -304,8 +314,9 @@ localparam M_LAT = 2;                               // kv_rule_match latency
 localparam H_ST = HASH_STAGES;                      // rows from the hash unit
 localparam V_ST = M_LAT + TREE_LAT;                 // tree output, rule RAM read
 localparam RULE_W = 1 + 2*KEY_W + PRIO_W + VALUE_W; // rule RAM word: {valid, match, mask, prio, value}
-localparam E_ST = max2(H_ST + 1 + RAM_LAT, V_ST + 2);  // execute
-localparam A_ST = E_ST - RAM_LAT;                   // bank RAM read address
+localparam E_ST = max2(H_ST + 2 + RAM_LAT, V_ST + 2);  // execute: decide and write
+localparam K_ST = E_ST - 1;                         // compare: the ways' words and the stash
+localparam A_ST = K_ST - RAM_LAT;                   // bank RAM read address
 localparam NST = E_ST + 1;                          // stages 0 .. E
 localparam CE_ST = E_ST + 1;                        // control lane execute
 localparam CNST = CE_ST + 1;                        // control lane stages 0 .. E+1
@@ -494,6 +505,7 @@ reg [CNST*KEY_W-1:0]   c_mask;
 reg [CNST*VALUE_W-1:0] c_value;
 reg [CNST*TAG_W-1:0]   c_tag;
 reg [CNST-1:0]         c_bad;          // refused (engine.md §5.6), decided on acceptance
+reg                    c_rule_wr0;     // stage 0 holds a WRITE_RULE that is not refused
 
 // stage-0 views
 wire              s0_valid = p_valid[0];
@@ -598,7 +610,7 @@ generate
             .prio(rm_prio),
             // every accepted WRITE_RULE (refused ones too: an upper bound) is a write next cycle
             .wr_next(c_accept && c_in_write_rule),
-            .wr_en(c_valid[0] && c_op[0 +: 5] == OP_WRITE_RULE && !c_bad[0]),
+            .wr_en(c_rule_wr0),
             .wr_entry(c_entry[0 +: RIDX_W]),
             .wr_valid(c_flag[0]),
             .wr_match(c_key[0 +: KEY_W]),
@@ -761,11 +773,64 @@ reg [NCNT*64-1:0]          counters;
 reg [NCNT-1:0]             cnt_pend;
 reg [1:0]                  cmd_pend;
 // occupancy's change waits the same way: cleared (CLEAR_TABLE), then + delta
+// (an insert, a WRITE_SLOT) - copies (the slots a DEL empties; counted, not
+// subtracted, at execute)
 reg                        occ_clear_pend;
-reg [7:0]                  occ_delta_pend;
+reg [1:0]                  occ_delta_pend;
+reg [6:0]                  occ_copies_pend;
+wire [7:0]                 occ_change = {{6{occ_delta_pend[1]}}, occ_delta_pend} - {1'b0, occ_copies_pend};
 wire [63:0]                occ_now = (occ_clear_pend ? 64'd0 : counters[C_OCCUPANCY*64 +: 64]) +
-                                     {{56{occ_delta_pend[7]}}, occ_delta_pend};
+                                     {{56{occ_change[7]}}, occ_change};
 assign stat_counters = counters;
+
+/*
+ * Compare (stage K = E-1): each way's word after forwarding, compared with
+ * the key, and the stash compared with the key.  What it cannot see is the
+ * write of the request one stage ahead (executing in this cycle): that is
+ * folded in at execute from the forwarding window's newest entry, with the
+ * key equality and row matches worked out here.  That request's write stores
+ * its own key (SET, DEL, WRITE_SLOT) because a MOVE, which stores another
+ * slot's key, is never followed by a request in the next cycle (admission).
+ */
+wire [KEY_W-1:0]         k_key = p_key[K_ST*KEY_W +: KEY_W];
+wire [WAYS*ROW_BITS-1:0] k_addr = p_addr[K_ST*WAYS*ROW_BITS +: WAYS*ROW_BITS];
+// the window entries' rows against each way's row of the request at K,
+// compared a cycle ahead (win_addr and the addresses are known then)
+wire [WAYS*ROW_BITS-1:0] k1_addr = p_addr[(K_ST-1)*WAYS*ROW_BITS +: WAYS*ROW_BITS];
+reg  [WIN*WAYS-1:0]      k_row_match;
+
+reg [WAYS*ENT_W-1:0]     k_fwd;         // way words after forwarding (all but the write at E)
+reg [WAYS-1:0]           k_way_hit;
+reg [STASH_N-1:0]        k_st_hit;
+
+integer kw, kj, ki;
+
+always @* begin
+    k_fwd = ram_q;
+    for (kw = 0; kw < WAYS; kw = kw + 1) begin
+        for (kj = WIN-1; kj >= 0; kj = kj - 1) begin
+            if (win_we[kj*WAYS + kw] && k_row_match[kj*WAYS + kw]) begin
+                k_fwd[kw*ENT_W +: ENT_W] = win_data[(kj*WAYS + kw)*ENT_W +: ENT_W];
+            end
+        end
+    end
+    for (kw = 0; kw < WAYS; kw = kw + 1) begin
+        k_way_hit[kw] = k_fwd[kw*ENT_W + ENT_W - 1] && k_fwd[kw*ENT_W + VALUE_W +: KEY_W] == k_key;
+    end
+    for (ki = 0; ki < STASH_N; ki = ki + 1) begin
+        k_st_hit[ki] = (STASH > 0) && st_valid[ki] && st_key[ki*KEY_W +: KEY_W] == k_key;
+    end
+end
+
+// stage K -> E
+reg [WAYS*ENT_W-1:0]     e_fwd_k;
+reg [WAYS-1:0]           e_way_hit_k;
+reg [STASH_N-1:0]        e_st_hit_k;
+reg                      e_key_eq_prev;  // key == the key of the request executed just before
+reg [WAYS-1:0]           e_row_eq_prev;  // way row == that request's row of the way
+// that request's stash writes (its way writes are the window's entry 0)
+reg [STASH_N-1:0]        prev_st_we;
+reg [STASH_N-1:0]        prev_st_wvalid;
 
 /*
  * Execute (stage E)
@@ -801,7 +866,8 @@ reg [KEY_W-1:0]         new_key;
 reg [VALUE_W-1:0]       new_value;
 reg [NCNT-1:0]          cnt_inc;        // counters to increment by one
 reg                     occ_clear;      // occupancy <= 0 (CLEAR_TABLE) ...
-reg [7:0]               occ_delta;      // ... then += occ_delta (two's complement)
+reg [1:0]               occ_delta;      // ... then += occ_delta (two's complement, -1 to 1)
+reg [6:0]               occ_copies;     // ... and -= occ_copies (a DEL's copies)
 reg                     do_clear_table;
 reg                     rh_inc;         // rule_hit[e_ridx] += 1
 reg  [63:0]             rh_base;        // rule_hit[] of the entry read at E-1, forwarded
@@ -830,7 +896,7 @@ reg               addr1_ok, addr2_ok;
 reg [ENT_W-1:0]   slot1, slot2;     // contents of (bank, index) and (bank2, index2)
 reg [6:0]         copies;
 
-integer w, j, i;
+integer w, i;
 
 // slot address check (engine.md §4)
 function addr_ok(input [3:0] f_bank, input [23:0] f_index);
@@ -861,23 +927,23 @@ function [AD_W-1:0] addr_decode(input [3:0] f_bank, input [23:0] f_index,
 endfunction
 
 always @* begin
-    // forwarding: newest window write to the same row wins over the RAM word
-    fwd = ram_q;
+    // the compare stage's words and hits, with the write of the request
+    // executed last cycle (window entry 0, stash writes) folded in; the stash
+    // registers hold that write already
     for (w = 0; w < WAYS; w = w + 1) begin
-        for (j = WIN-1; j >= 0; j = j - 1) begin
-            if (win_we[j*WAYS + w] &&
-                    win_addr[(j*WAYS + w)*ROW_BITS +: ROW_BITS] == e_addr[w*ROW_BITS +: ROW_BITS]) begin
-                fwd[w*ENT_W +: ENT_W] = win_data[(j*WAYS + w)*ENT_W +: ENT_W];
-            end
+        if (win_we[w] && e_row_eq_prev[w]) begin
+            fwd[w*ENT_W +: ENT_W] = win_data[w*ENT_W +: ENT_W];
+            way_hit[w] = win_data[w*ENT_W + ENT_W - 1] && e_key_eq_prev;
+        end else begin
+            fwd[w*ENT_W +: ENT_W] = e_fwd_k[w*ENT_W +: ENT_W];
+            way_hit[w] = e_way_hit_k[w];
         end
     end
 
     // exact search (engine.md §5.1): candidate slots then stash
-    for (w = 0; w < WAYS; w = w + 1) begin
-        way_hit[w] = fwd[w*ENT_W + ENT_W - 1] && fwd[w*ENT_W + VALUE_W +: KEY_W] == e_key;
-    end
     for (i = 0; i < STASH_N; i = i + 1) begin
-        st_hit[i] = (STASH > 0) && st_valid[i] && st_key[i*KEY_W +: KEY_W] == e_key;
+        st_hit[i] = (STASH > 0) &&
+                    (prev_st_we[i] ? (prev_st_wvalid[i] && e_key_eq_prev) : e_st_hit_k[i]);
     end
     found = 1'b0;
     found_value = {VALUE_W{1'b0}};
@@ -948,7 +1014,8 @@ always @* begin
     new_value = (e_op == OP_MOVE) ? slot1[0 +: VALUE_W] : e_value;
     cnt_inc = {NCNT{1'b0}};
     occ_clear = 1'b0;
-    occ_delta = 8'd0;
+    occ_delta = 2'd0;
+    occ_copies = 7'd0;
     do_clear_table = 1'b0;
     rh_inc = 1'b0;
 
@@ -1019,7 +1086,7 @@ always @* begin
                 end
                 r_status = ST_INSERTED;
                 cnt_inc[C_INSERTS] = 1'b1;
-                occ_delta = 8'd1;
+                occ_delta = 2'd1;
             end else if (free_st_found) begin
                 for (i = 0; i < STASH_N; i = i + 1) begin
                     if (free_st == i[6:0]) begin
@@ -1029,7 +1096,7 @@ always @* begin
                 end
                 r_status = ST_INSERTED_STASH;
                 cnt_inc[C_INSERTS] = 1'b1;
-                occ_delta = 8'd1;
+                occ_delta = 2'd1;
             end else begin
                 r_status = ST_FULL;
                 cnt_inc[C_INSERT_FAILURES] = 1'b1;
@@ -1049,7 +1116,7 @@ always @* begin
                 end
                 r_status = ST_DELETED;
                 cnt_inc[C_DELETES] = 1'b1;
-                occ_delta = 8'd0 - {1'b0, copies};
+                occ_copies = copies;
             end else begin
                 r_status = ST_NOT_FOUND;
                 cnt_inc[C_DELETE_MISSES] = 1'b1;
@@ -1078,7 +1145,7 @@ always @* begin
                         st_wvalid[i] = e_flag;
                     end
                 end
-                occ_delta = {7'd0, e_flag} - {7'd0, slot1[ENT_W-1]};
+                occ_delta = {1'b0, e_flag} - {1'b0, slot1[ENT_W-1]};
             end else begin
                 r_status = ST_REFUSED;
             end
@@ -1133,7 +1200,8 @@ always @* begin
         st_we = {STASH_N{1'b0}};
         cnt_inc = {NCNT{1'b0}};
         occ_clear = 1'b0;
-        occ_delta = 8'd0;
+        occ_delta = 2'd0;
+        occ_copies = 7'd0;
         do_clear_table = 1'b0;
         rh_inc = 1'b0;
     end
@@ -1527,7 +1595,9 @@ always @(posedge clk) begin
     // admission
     pend_reg <= pend_next;
     busy_reg <= busy_next;
-    ready_reg <= !busy_next && pend_next < RSP_FIFO_DEPTH;
+    // a MOVE takes two cycles of the port: the request behind it never meets
+    // its write at the compare stage (see the compare stage)
+    ready_reg <= !busy_next && pend_next < RSP_FIFO_DEPTH && !(accept && in_op == OP_MOVE);
     c_pend_reg <= c_pend_next;
     c_ready_reg <= c_pend_next < CTL_FIFO_DEPTH;
 
@@ -1571,6 +1641,7 @@ always @(posedge clk) begin
     c_value <= c_value_next;
     c_tag <= c_tag_next;
     c_bad <= c_bad_next;
+    c_rule_wr0 <= c_accept && c_in_write_rule && !c_bad_next[0];
 
     // forwarding window / RAM write port: shift in the writes of this cycle's execute
     // (cleared by CLEAR_TABLE: the sweep follows, older writes must not be forwarded past it)
@@ -1578,6 +1649,24 @@ always @(posedge clk) begin
     win_we <= do_clear_table ? {WIN*WAYS{1'b0}} : {win_we[0 +: (WIN-1)*WAYS], wr_we};
     win_addr <= {win_addr[0 +: (WIN-1)*WAYS*ROW_BITS], e_addr};
     win_data <= {win_data[0 +: (WIN-1)*WAYS*ENT_W], wr_data};
+
+    // compare stage -> execute: its results, and the relation of the request
+    // moving to execute with the one executing now (key, rows); the window
+    // rows against the request moving to the compare stage
+    e_fwd_k <= k_fwd;
+    e_way_hit_k <= k_way_hit;
+    e_st_hit_k <= k_st_hit;
+    e_key_eq_prev <= k_key == e_key;
+    for (si = 0; si < WAYS; si = si + 1) begin
+        e_row_eq_prev[si] <= k_addr[si*ROW_BITS +: ROW_BITS] == e_addr[si*ROW_BITS +: ROW_BITS];
+        k_row_match[si] <= e_addr[si*ROW_BITS +: ROW_BITS] == k1_addr[si*ROW_BITS +: ROW_BITS];
+        for (sc = 1; sc < WIN; sc = sc + 1) begin
+            k_row_match[sc*WAYS + si] <= win_addr[((sc-1)*WAYS + si)*ROW_BITS +: ROW_BITS] ==
+                                         k1_addr[si*ROW_BITS +: ROW_BITS];
+        end
+    end
+    prev_st_we <= st_we;
+    prev_st_wvalid <= st_wvalid;
 
     // stash
     for (si = 0; si < STASH_N; si = si + 1) begin
@@ -1612,6 +1701,7 @@ always @(posedge clk) begin
     counters[C_OCCUPANCY*64 +: 64] <= occ_now;
     occ_clear_pend <= occ_clear;
     occ_delta_pend <= occ_delta;
+    occ_copies_pend <= occ_copies;
 
     // rule hit counters: read at E-1, forwarded at E, written at E+1.
     // CLEAR_COUNTERS (all) and WRITE_RULE (its entry) at control stage E+1
@@ -1663,16 +1753,19 @@ always @(posedge clk) begin
         c_pend_reg <= {CCNT_W{1'b0}};
         c_ready_reg <= 1'b0;
         c_valid <= {CNST{1'b0}};
+        c_rule_wr0 <= 1'b0;
         cfifo_wr_ptr <= {CFIFO_AW{1'b0}};
         cfifo_rd_ptr <= {CFIFO_AW{1'b0}};
         cfifo_count <= {CCNT_W{1'b0}};
         win_we <= {WIN*WAYS{1'b0}};
         st_valid <= {STASH_N{1'b0}};
+        prev_st_we <= {STASH_N{1'b0}};
         counters <= {NCNT*64{1'b0}};
         cnt_pend <= {NCNT{1'b0}};
         cmd_pend <= 2'd0;
         occ_clear_pend <= 1'b0;
-        occ_delta_pend <= 8'd0;
+        occ_delta_pend <= 2'd0;
+        occ_copies_pend <= 7'd0;
         rh_fresh <= {RULES_P{1'b0}};
         rhw_en <= 2'b00;
         fifo_wr_ptr <= {FIFO_AW{1'b0}};

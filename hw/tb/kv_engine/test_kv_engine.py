@@ -81,12 +81,12 @@ def _clog2(n: int) -> int:
 
 def latency(p: dict) -> int:
     """Documented latency of kv_engine's request port (module header): E + 2 cycles,
-    E = max(H + 1 + RAM_LAT, V + 2), V = 2 (kv_rule_match) + priority tree stages; the control
+    E = max(H + 2 + RAM_LAT, V + 2), V = 2 (kv_rule_match) + priority tree stages; the control
     port's is one cycle more."""
     rules_n = max(1, p["RULES"])
     levels = _clog2(rules_n) if rules_n > 1 else 1
     tree = -(-levels // p["TREE_LEVELS_PER_STAGE"])
-    e_st = max(p["HASH_STAGES"] + 1 + p["RAM_LAT"], 2 + tree + 2)
+    e_st = max(p["HASH_STAGES"] + 2 + p["RAM_LAT"], 2 + tree + 2)
     return e_st + 2
 
 
