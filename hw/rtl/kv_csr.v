@@ -431,30 +431,23 @@ wire [31:0] rd_cl_data = cl_record_pad[32*cl_word_reg +: 32];
 // word selects as AND-OR trees (maps to LUTs far better than variable part-selects)
 reg [31:0] rd_req_key, rd_req_mask, rd_rsp_key, rd_rsp_mask, rd_req_value, rd_rsp_value;
 reg [31:0] rd_cnt_lo_word, rd_cnt_hi_word, rd_cnt_shadow_word;
-reg [31:0] wr_req_key, wr_req_mask, wr_req_value;
 integer k;
 always @* begin
     rd_req_key = 32'd0;
     rd_req_mask = 32'd0;
     rd_rsp_key = 32'd0;
     rd_rsp_mask = 32'd0;
-    wr_req_key = 32'd0;
-    wr_req_mask = 32'd0;
     for (k = 0; k < KEY_WORDS; k = k + 1) begin
         rd_req_key = rd_req_key | (req_key_reg[32*k +: 32] & {32{rd_kidx32 == k}});
         rd_req_mask = rd_req_mask | (req_mask_reg[32*k +: 32] & {32{rd_kidx32 == k}});
         rd_rsp_key = rd_rsp_key | (rsp_key[32*k +: 32] & {32{rd_kidx32 == k}});
         rd_rsp_mask = rd_rsp_mask | (rsp_mask[32*k +: 32] & {32{rd_kidx32 == k}});
-        wr_req_key = wr_req_key | (req_key_reg[32*k +: 32] & {32{wr_kidx32 == k}});
-        wr_req_mask = wr_req_mask | (req_mask_reg[32*k +: 32] & {32{wr_kidx32 == k}});
     end
     rd_req_value = 32'd0;
     rd_rsp_value = 32'd0;
-    wr_req_value = 32'd0;
     for (k = 0; k < VALUE_WORDS; k = k + 1) begin
         rd_req_value = rd_req_value | (req_value_reg[32*k +: 32] & {32{rd_vidx32 == k}});
         rd_rsp_value = rd_rsp_value | (rsp_value[32*k +: 32] & {32{rd_vidx32 == k}});
-        wr_req_value = wr_req_value | (req_value_reg[32*k +: 32] & {32{wr_vidx32 == k}});
     end
     rd_cnt_lo_word = 32'd0;
     rd_cnt_hi_word = 32'd0;
@@ -620,26 +613,19 @@ always @* begin
     endcase
 end
 
-// old value of the written register (zero-extended), merged with the strobed bytes
-reg [31:0] wr_old;
-always @* begin
-    wr_old = 32'd0;
-    case (wr_sel)
-        WR_OP:     wr_old[KV_REQ_OP_W-1:0] = req_op_reg;
-        WR_FLAG:   wr_old[KV_REQ_FLAG_W-1:0] = req_flag_reg;
-        WR_BANK:   wr_old[KV_REQ_BANK_W-1:0] = req_bank_reg;
-        WR_INDEX:  wr_old[KV_REQ_INDEX_W-1:0] = req_index_reg;
-        WR_BANK2:  wr_old[KV_REQ_BANK2_W-1:0] = req_bank2_reg;
-        WR_INDEX2: wr_old[KV_REQ_INDEX2_W-1:0] = req_index2_reg;
-        WR_ENTRY:  wr_old[KV_REQ_ENTRY_W-1:0] = req_entry_reg;
-        WR_PRIO:   wr_old[KV_REQ_PRIO_W-1:0] = req_prio_reg;
-        WR_KEY:    wr_old = wr_req_key;
-        WR_MASK:   wr_old = wr_req_mask;
-        WR_VALUE:  wr_old = wr_req_value;
-        default:   wr_old = 32'd0;
-    endcase
-end
-wire [31:0] wr_new = merge(wr_old, reg_wr_data, reg_wr_strb);
+// each written register merges the strobed bytes into its own old value (no
+// multiplexer of every register's old value on the write path); the fields use
+// their low bits
+/* verilator lint_off UNUSEDSIGNAL */
+wire [31:0] wr_op_new = merge({{(32-KV_REQ_OP_W){1'b0}}, req_op_reg}, reg_wr_data, reg_wr_strb);
+wire [31:0] wr_flag_new = merge({{(32-KV_REQ_FLAG_W){1'b0}}, req_flag_reg}, reg_wr_data, reg_wr_strb);
+wire [31:0] wr_bank_new = merge({{(32-KV_REQ_BANK_W){1'b0}}, req_bank_reg}, reg_wr_data, reg_wr_strb);
+wire [31:0] wr_index_new = merge({{(32-KV_REQ_INDEX_W){1'b0}}, req_index_reg}, reg_wr_data, reg_wr_strb);
+wire [31:0] wr_bank2_new = merge({{(32-KV_REQ_BANK2_W){1'b0}}, req_bank2_reg}, reg_wr_data, reg_wr_strb);
+wire [31:0] wr_index2_new = merge({{(32-KV_REQ_INDEX2_W){1'b0}}, req_index2_reg}, reg_wr_data, reg_wr_strb);
+wire [31:0] wr_entry_new = merge({{(32-KV_REQ_ENTRY_W){1'b0}}, req_entry_reg}, reg_wr_data, reg_wr_strb);
+wire [31:0] wr_prio_new = merge({{(32-KV_REQ_PRIO_W){1'b0}}, req_prio_reg}, reg_wr_data, reg_wr_strb);
+/* verilator lint_on UNUSEDSIGNAL */
 // key/mask words keep only the bits below KEY_W
 localparam [KEY_PAD-1:0] KEY_BITS = {KEY_PAD{1'b1}} >> (KEY_PAD - KEY_W);
 
@@ -665,27 +651,27 @@ integer j;
 always @(posedge clk) begin
     if (req_write) begin
         case (wr_sel)
-            WR_OP:     req_op_reg <= wr_new[KV_REQ_OP_W-1:0];
-            WR_FLAG:   req_flag_reg <= wr_new[KV_REQ_FLAG_W-1:0];
-            WR_BANK:   req_bank_reg <= wr_new[KV_REQ_BANK_W-1:0];
-            WR_INDEX:  req_index_reg <= wr_new[KV_REQ_INDEX_W-1:0];
-            WR_BANK2:  req_bank2_reg <= wr_new[KV_REQ_BANK2_W-1:0];
-            WR_INDEX2: req_index2_reg <= wr_new[KV_REQ_INDEX2_W-1:0];
-            WR_ENTRY:  req_entry_reg <= wr_new[KV_REQ_ENTRY_W-1:0];
-            WR_PRIO:   req_prio_reg <= wr_new[KV_REQ_PRIO_W-1:0];
+            WR_OP:     req_op_reg <= wr_op_new[KV_REQ_OP_W-1:0];
+            WR_FLAG:   req_flag_reg <= wr_flag_new[KV_REQ_FLAG_W-1:0];
+            WR_BANK:   req_bank_reg <= wr_bank_new[KV_REQ_BANK_W-1:0];
+            WR_INDEX:  req_index_reg <= wr_index_new[KV_REQ_INDEX_W-1:0];
+            WR_BANK2:  req_bank2_reg <= wr_bank2_new[KV_REQ_BANK2_W-1:0];
+            WR_INDEX2: req_index2_reg <= wr_index2_new[KV_REQ_INDEX2_W-1:0];
+            WR_ENTRY:  req_entry_reg <= wr_entry_new[KV_REQ_ENTRY_W-1:0];
+            WR_PRIO:   req_prio_reg <= wr_prio_new[KV_REQ_PRIO_W-1:0];
             default:   ;
         endcase
         for (j = 0; j < KEY_WORDS; j = j + 1) begin
             if (wr_kidx32 == j && wr_sel == WR_KEY) begin
-                req_key_reg[32*j +: 32] <= wr_new & KEY_BITS[32*j +: 32];
+                req_key_reg[32*j +: 32] <= merge(req_key_reg[32*j +: 32], reg_wr_data, reg_wr_strb) & KEY_BITS[32*j +: 32];
             end
             if (wr_kidx32 == j && wr_sel == WR_MASK) begin
-                req_mask_reg[32*j +: 32] <= wr_new & KEY_BITS[32*j +: 32];
+                req_mask_reg[32*j +: 32] <= merge(req_mask_reg[32*j +: 32], reg_wr_data, reg_wr_strb) & KEY_BITS[32*j +: 32];
             end
         end
         for (j = 0; j < VALUE_WORDS; j = j + 1) begin
             if (wr_vidx32 == j && wr_sel == WR_VALUE) begin
-                req_value_reg[32*j +: 32] <= wr_new;
+                req_value_reg[32*j +: 32] <= merge(req_value_reg[32*j +: 32], reg_wr_data, reg_wr_strb);
             end
         end
     end

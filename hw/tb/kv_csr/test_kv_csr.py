@@ -332,6 +332,19 @@ async def run_id_geometry(dut):
     await tb.wr(rm.REG_REQ_PRIO, 0x11223344)
     await tb.axil.write(rm.REG_REQ_PRIO + 2, b"\xAA")  # wstrb = 0100
     assert await tb.rd(rm.REG_REQ_PRIO) == 0x11AA3344
+    # each register merges the strobed bytes into its own value, not another register's
+    await tb.wr(rm.REG_REQ_INDEX, 0x00ABCDEF)
+    await tb.wr(rm.REG_REQ_KEY, 0x01020304)
+    await tb.wr(rm.REG_REQ_MASK + 4, 0x05060708)
+    await tb.wr(rm.REG_REQ_VALUE, 0x090A0B0C)
+    await tb.axil.write(rm.REG_REQ_INDEX + 1, b"\x55")  # wstrb = 0010
+    await tb.axil.write(rm.REG_REQ_KEY + 3, b"\x66")  # wstrb = 1000
+    await tb.axil.write(rm.REG_REQ_MASK + 4, b"\x77")  # wstrb = 0001
+    await tb.axil.write(rm.REG_REQ_VALUE + 1, b"\x88\x99")  # wstrb = 0110
+    assert await tb.rd(rm.REG_REQ_INDEX) == 0x00AB55EF
+    assert await tb.rd(rm.REG_REQ_KEY) == 0x66020304
+    assert await tb.rd(rm.REG_REQ_MASK + 4) == 0x05060777
+    assert await tb.rd(rm.REG_REQ_VALUE) == 0x0999880C
     await tb.wr(rm.REG_REQ_KEY + 4 * (tb.key_words - 1), 0xCAFEF00D)
     top_bits = tb.key_w - 32 * (tb.key_words - 1)  # 16 for 144-bit keys: the rest reads 0
     assert await tb.rd(rm.REG_REQ_KEY + 4 * (tb.key_words - 1)) == 0xCAFEF00D & ((1 << top_bits) - 1)
