@@ -48,26 +48,13 @@ from pathlib import Path
 from _verilator_bench import run_bench
 
 import timing  # noqa: E402  (hw/timing.py, on sys.path through _verilator_bench)
+import tools  # noqa: E402  (hw/tools.py, the same)
 
 TOPLEVEL = "kv_engine"
 MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
 REWRITE_CYCLES = 34  # kv_rule_match: background rewrite of one rule entry
 HASH_SEED = 0x70796E712D6B7631
 MHZ = 300
-
-
-def _clog2(n: int) -> int:
-    return max(0, (n - 1).bit_length())
-
-
-def documented_latency(p: dict) -> int:
-    """LATENCY = E + 2, E = max(H + 2 + RAM_LAT, V + 2), V = 2 + tree stages (kv_engine header);
-    the control port's is one more."""
-    rules_n = max(1, p["RULES"])
-    levels = _clog2(rules_n) if rules_n > 1 else 1
-    tree = -(-levels // p["TREE_LEVELS_PER_STAGE"])
-    e_st = max(p["HASH_STAGES"] + 2 + p["RAM_LAT"], 2 + tree + 2)
-    return e_st + 2
 
 
 def main() -> int:
@@ -114,7 +101,7 @@ def main() -> int:
     r = run.result
     lk, fill = r["lookups"], r["fill"]
     storm, writes = r.get("storm"), r.get("writes")
-    lat_doc = documented_latency(params)
+    lat_doc = tools.engine_latency(params)
     lpc = lk["requests_per_cycle"]
 
     def write_count(window: dict) -> int:

@@ -144,6 +144,16 @@ SYNTH_REFERENCE = {"KEY_W": 288, "VALUE_W": 32, "WAYS": 4, "ROWS": 8192, "STASH"
 SYNTH_SMALL = {"KEY_W": 144, "VALUE_W": 32, "WAYS": 2, "ROWS": 64, "STASH": 2, "RULES": 8,
                "PRIO_W": 8}
 
+def engine_latency(params: dict) -> int:
+    """kv_engine's request-port latency as its header documents it: E + 2 cycles with
+    E = max(H + 2 + RAM_LAT, V + 2), V = 2 (kv_rule_match) + priority tree stages; the control
+    port's is one cycle more. The testbench checks the RTL against it, the benchmark reports it."""
+    levels = max(1, (max(1, params["RULES"]) - 1).bit_length())  # ceil(log2(RULES)), at least 1
+    tree = -(-levels // params["TREE_LEVELS_PER_STAGE"])
+    execute = max(params["HASH_STAGES"] + 2 + params["RAM_LAT"], 2 + tree + 2)
+    return execute + 2
+
+
 # the target device: Kria K26 SOM (XCK26, Zynq UltraScale+)
 K26 = {"name": "Kria K26 (XCK26)", "lut": 117120, "ff": 234240, "ramb36": 144, "uram": 64}
 # issue 3: at most half of the K26's LUTs

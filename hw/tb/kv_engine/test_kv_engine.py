@@ -40,6 +40,8 @@ for _p in (REPO_DIR, HW_DIR):
 
 import numpy as np  # noqa: E402
 
+import tools  # noqa: E402  (hw/tools.py)
+
 from pynq_kv.backend import COUNTER_NAMES, MatchKind, RuleEntry  # noqa: E402
 from pynq_kv.errors import CommandError  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
@@ -73,21 +75,6 @@ def dut_params() -> dict:
               "TREE_LEVELS_PER_STAGE": 2, "RULE_SLOTS": 4, "RSP_FIFO_DEPTH": 16, "CTL_FIFO_DEPTH": 16}
     params.update(json.loads(os.environ.get("KV_ENGINE_PARAMS", "{}")))
     return params
-
-
-def _clog2(n: int) -> int:
-    return max(0, (n - 1).bit_length())
-
-
-def latency(p: dict) -> int:
-    """Documented latency of kv_engine's request port (module header): E + 2 cycles,
-    E = max(H + 2 + RAM_LAT, V + 2), V = 2 (kv_rule_match) + priority tree stages; the control
-    port's is one cycle more."""
-    rules_n = max(1, p["RULES"])
-    levels = _clog2(rules_n) if rules_n > 1 else 1
-    tree = -(-levels // p["TREE_LEVELS_PER_STAGE"])
-    e_st = max(p["HASH_STAGES"] + 2 + p["RAM_LAT"], 2 + tree + 2)
-    return e_st + 2
 
 
 def _uint(value) -> int:
@@ -124,7 +111,7 @@ class TB:
         self.prio_w = p["PRIO_W"]
         self.seed = p["HASH_SEED"]
         self.tag_w = p["TAG_W"]
-        self.latency = latency(p)
+        self.latency = tools.engine_latency(p)
         self.port_latency = {REQUEST_PORT: self.latency, CONTROL_PORT: self.latency + 1}
         self.geometry = Geometry(key_width=self.key_w, value_width=self.value_w, ways=self.ways,
                                  rows=self.rows, stash=self.stash, rules=self.rules,
@@ -1028,8 +1015,6 @@ CONFIGS = [
 
 @pytest.mark.parametrize("sim,params", CONFIGS, ids=[_config_id(s, p) for s, p in CONFIGS])
 def test_kv_engine(sim: str, params: dict) -> None:
-    import tools
-
     tools.run_cocotb(sim, TOPLEVEL, __file__, tools.rtl_sources(*MODULES), params,
                      tools.BUILD_DIR / TOPLEVEL / _config_id(sim, params),
                      seed=int(os.environ.get("KV_ENGINE_RANDOM_SEED", "20240601")),
@@ -1044,8 +1029,6 @@ STORM_CONFIGS = [_config(144, 2, 8, 2, 8, RULE_SLOTS=1), _config(288, 4, 8, 2, 1
 
 @pytest.mark.parametrize("params", STORM_CONFIGS, ids=[_config_id("icarus", p) for p in STORM_CONFIGS])
 def test_rule_storm_never_holds_lookups(params: dict) -> None:
-    import tools
-
     tools.run_cocotb("icarus", TOPLEVEL, __file__, tools.rtl_sources(*MODULES), params,
                      tools.BUILD_DIR / TOPLEVEL / ("storm-" + _config_id("icarus", params)),
                      seed=int(os.environ.get("KV_ENGINE_RANDOM_SEED", "20240601")),
