@@ -162,6 +162,7 @@ reg t3_u_reg, t3_nz_reg, t3_is0_reg, t3_isnr_reg;
 reg t4_s_reg, t4_nz_reg, t4_isnr_reg;
 reg t5_u_reg;
 reg [33:0] t5_val_reg;
+reg t5_big_reg;          // t5_val_reg > MAX_VALUE, compared when the token ends (off the act path)
 reg t6_isnr_reg;
 
 // line buffer
@@ -408,7 +409,7 @@ always @* begin
                     e_code = MC_T_BADFMT;
                 end else if (t3_nz_reg || t4_nz_reg) begin
                     e_code = MC_T_FLAGS;
-                end else if (t5_val_reg > {2'b00, max_value32}) begin
+                end else if (t5_big_reg) begin
                     e_code = MC_T_TOOLARGE;
                 end else if (last2_reg != 16'h0d0a) begin
                     e_code = MC_T_BADCHUNK;
@@ -529,6 +530,7 @@ always @(posedge clk) begin
             3'd5: begin
                 t5_u_reg <= u_ok;
                 t5_val_reg <= cur_val_reg;
+                t5_big_reg <= cur_val_reg > {2'b00, max_value32};
             end
             3'd6: t6_isnr_reg <= is_noreply;
             default: ;
@@ -624,6 +626,7 @@ always @(posedge clk) begin
         t4_isnr_reg <= 1'b0;
         t5_u_reg <= 1'b0;
         t5_val_reg <= 34'd0;
+        t5_big_reg <= 1'b0;
         t6_isnr_reg <= 1'b0;
         lpos_reg <= {LAW+1{1'b0}};
         lb_over_reg <= 1'b0;
