@@ -57,7 +57,8 @@ module kv_mc_core #
     // Metadata bits: >= 64, kv_eth_if's layout (source IPv4 address in
     // [63:32], payload length in [15:0]); kv_eth_if's metadata is 129
     parameter META_W = 129,
-    // Descriptor FIFO depth: power of two, >= engine latency + 4 for full rate
+    // Descriptor FIFO depth: power of two, >= engine latency + 6 for full rate
+    // (dispatch stops one word short of full: its room is a register)
     parameter DESC_DEPTH = 32,
     // Metadata FIFO depth (datagrams in flight): power of two >= 2
     parameter META_DEPTH = 32,
@@ -148,6 +149,10 @@ initial begin
     end
     if (TAG_W < 1) begin
         $error("Error: TAG_W must be at least 1 (instance %m)");
+        $finish;
+    end
+    if (DESC_DEPTH < 4) begin
+        $error("Error: DESC_DEPTH must be at least 4 (instance %m)");
         $finish;
     end
     if (META_W < 64) begin
@@ -321,6 +326,30 @@ dec_inst (
     .stat_truncated(st_trunc_bin)
 );
 
+/*
+ * register slice on the text bytes: the walker's decision ends here instead of
+ * running on into the text handler's state machine (one cycle of text latency);
+ * the walker sees the text side idle only when the slice is empty too
+ */
+wire [7:0] th_data;
+wire th_last, th_valid, th_ready, th_idle;
+
+kv_skid #(
+    .WIDTH(9)
+)
+text_skid_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_data({text_last, text_data}),
+    .s_valid(text_valid),
+    .s_ready(text_ready),
+    .m_data({th_last, th_data}),
+    .m_valid(th_valid),
+    .m_ready(th_ready)
+);
+
+assign text_idle = th_idle && !th_valid;
+
 wire txt_valid, txt_ready, txt_eng;
 wire [4:0] txt_eop;
 wire [KEY_W-1:0] txt_ekey;
@@ -339,11 +368,11 @@ kv_mc_text #(
 text_inst (
     .clk(clk),
     .rst(rst),
-    .s_data(text_data),
-    .s_last(text_last),
-    .s_valid(text_valid),
-    .s_ready(text_ready),
-    .text_idle(text_idle),
+    .s_data(th_data),
+    .s_last(th_last),
+    .s_valid(th_valid),
+    .s_ready(th_ready),
+    .text_idle(th_idle),
     .o_valid(txt_valid),
     .o_ready(txt_ready),
     .o_eng(txt_eng),
@@ -365,7 +394,7 @@ text_inst (
  * has handed over every earlier item, and later binary items wait for the
  * text handler to be idle, so this keeps datagram order)
  */
-wire desc_in_ready;
+wire desc_in_ready;     // the descriptor FIFO has room for a push (desc_room_reg, below)
 wire req_ready;         // the request register slice has room
 wire sel_bin = dec_valid;
 wire d_valid = dec_valid || txt_valid;
@@ -416,7 +445,20 @@ wire [DESC_W-1:0] desc_in = sel_bin ?
 
 wire [DESC_W-1:0] desc_out;
 wire desc_out_valid, desc_out_ready;
-wire [$clog2(DESC_DEPTH):0] desc_count_unused;
+wire desc_fifo_ready;
+wire [$clog2(DESC_DEPTH):0] desc_count;
+
+// dispatch's room in the descriptor FIFO, from last cycle's count: at most DEPTH - 2 words then
+// (the output register counted) leaves room for one push in each of two cycles, so the FIFO's
+// own ready (its pointers) never reaches the decoders' handshakes
+reg desc_room_reg;
+always @(posedge clk) begin
+    desc_room_reg <= desc_count < DESC_DEPTH - 1;
+    if (rst) begin
+        desc_room_reg <= 1'b0;
+    end
+end
+assign desc_in_ready = desc_room_reg;
 
 kv_fifo #(
     .WIDTH(DESC_W),
@@ -428,11 +470,11 @@ desc_fifo_inst (
     .rst(rst),
     .s_data(desc_in),
     .s_valid(d_fire),
-    .s_ready(desc_in_ready),
+    .s_ready(desc_fifo_ready),
     .m_data(desc_out),
     .m_valid(desc_out_valid),
     .m_ready(desc_out_ready),
-    .count(desc_count_unused)
+    .count(desc_count)
 );
 
 wire [MW+15:0] meta_out;
@@ -560,7 +602,7 @@ end
 
 assign counters = cnt_reg;
 
-wire unused = &{1'b0, s_axis_rsp_tuser, text_first, item_first, s_axis_rsp_tdata};
+wire unused = &{1'b0, s_axis_rsp_tuser, text_first, item_first, s_axis_rsp_tdata, desc_fifo_ready};
 
 endmodule
 
