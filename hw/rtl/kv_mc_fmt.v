@@ -189,6 +189,10 @@ initial begin
         $error("Error: META_W must be at least 16 (instance %m)");
         $finish;
     end
+    if (RB0 > 255) begin
+        $error("Error: a response must fit 255 bytes (the packer compares 8-bit lengths) (instance %m)");
+        $finish;
+    end
     if (MAX_DGRAM < 256 || MAX_DGRAM > 65507) begin
         $error("Error: MAX_DGRAM must be 256 to 65507 (instance %m)");
         $finish;
@@ -208,32 +212,59 @@ function [8*TB-1:0] lanes(input [8*72-1:0] s, input integer n);
     end
 endfunction
 
-reg [8*TB-1:0] msg_bytes;
-reg [7:0] msg_len;
+// a message's length and bytes
+function [8*TB+7:0] msg(input [4:0] id);
+    begin
+        case (id)
+            M_NOTFOUND:   msg = {8'd9, lanes("Not found", 9)};
+            M_TOOLARGE:   msg = {8'd10, lanes("Too large.", 10)};
+            M_INVAL:      msg = {8'd17, lanes("Invalid arguments", 17)};
+            M_UNKNOWN:    msg = {8'd15, lanes("Unknown command", 15)};
+            M_NOMEM:      msg = {8'd13, lanes("Out of memory", 13)};
+            M_VERSION:    msg = {8'd9, lanes("pynq-kv-1", 9)};
+            M_T_ERROR:    msg = {8'd7, lanes("ERROR\015\012", 7)};
+            M_T_BADFMT:   msg = {8'd38, lanes("CLIENT_ERROR bad command line format\015\012", 38)};
+            M_T_DELUSAGE: msg = {8'd70, lanes("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\015\012", 70)};
+            M_T_FLAGS:    msg = {8'd53, lanes("CLIENT_ERROR nonzero flags or exptime not supported\015\012", 53)};
+            M_T_BADCHUNK: msg = {8'd29, lanes("CLIENT_ERROR bad data chunk\015\012", 29)};
+            M_T_TOOLARGE: msg = {8'd41, lanes("SERVER_ERROR object too large for cache\015\012", 41)};
+            M_T_VERSION:  msg = {8'd19, lanes("VERSION pynq-kv-1\015\012", 19)};
+            M_T_END:      msg = {8'd5, lanes("END\015\012", 5)};
+            M_T_STORED:   msg = {8'd8, lanes("STORED\015\012", 8)};
+            M_T_DELETED:  msg = {8'd9, lanes("DELETED\015\012", 9)};
+            M_T_NOTFOUND: msg = {8'd11, lanes("NOT_FOUND\015\012", 11)};
+            M_T_NOMEM:    msg = {8'd43, lanes("SERVER_ERROR out of memory storing object\015\012", 43)};
+            default:      msg = {8'd0, {8*TB{1'b0}}};
+        endcase
+    end
+endfunction
+
+// its length alone (the bytes of `entry` are not needed here)
+/* verilator lint_off UNUSEDSIGNAL */
+function [7:0] msg_len_of(input [4:0] id);
+    reg [8*TB+7:0] entry;
+    begin
+        entry = msg(id);
+        msg_len_of = entry[8*TB +: 8];
+    end
+endfunction
+/* verilator lint_on UNUSEDSIGNAL */
+
 reg [4:0] msg_id;
-always @* begin
-    case (msg_id)
-        M_NOTFOUND:   begin msg_len = 8'd9;  msg_bytes = lanes("Not found", 9); end
-        M_TOOLARGE:   begin msg_len = 8'd10; msg_bytes = lanes("Too large.", 10); end
-        M_INVAL:      begin msg_len = 8'd17; msg_bytes = lanes("Invalid arguments", 17); end
-        M_UNKNOWN:    begin msg_len = 8'd15; msg_bytes = lanes("Unknown command", 15); end
-        M_NOMEM:      begin msg_len = 8'd13; msg_bytes = lanes("Out of memory", 13); end
-        M_VERSION:    begin msg_len = 8'd9;  msg_bytes = lanes("pynq-kv-1", 9); end
-        M_T_ERROR:    begin msg_len = 8'd7;  msg_bytes = lanes("ERROR\015\012", 7); end
-        M_T_BADFMT:   begin msg_len = 8'd38; msg_bytes = lanes("CLIENT_ERROR bad command line format\015\012", 38); end
-        M_T_DELUSAGE: begin msg_len = 8'd70; msg_bytes = lanes("CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\015\012", 70); end
-        M_T_FLAGS:    begin msg_len = 8'd53; msg_bytes = lanes("CLIENT_ERROR nonzero flags or exptime not supported\015\012", 53); end
-        M_T_BADCHUNK: begin msg_len = 8'd29; msg_bytes = lanes("CLIENT_ERROR bad data chunk\015\012", 29); end
-        M_T_TOOLARGE: begin msg_len = 8'd41; msg_bytes = lanes("SERVER_ERROR object too large for cache\015\012", 41); end
-        M_T_VERSION:  begin msg_len = 8'd19; msg_bytes = lanes("VERSION pynq-kv-1\015\012", 19); end
-        M_T_END:      begin msg_len = 8'd5;  msg_bytes = lanes("END\015\012", 5); end
-        M_T_STORED:   begin msg_len = 8'd8;  msg_bytes = lanes("STORED\015\012", 8); end
-        M_T_DELETED:  begin msg_len = 8'd9;  msg_bytes = lanes("DELETED\015\012", 9); end
-        M_T_NOTFOUND: begin msg_len = 8'd11; msg_bytes = lanes("NOT_FOUND\015\012", 11); end
-        M_T_NOMEM:    begin msg_len = 8'd43; msg_bytes = lanes("SERVER_ERROR out of memory storing object\015\012", 43); end
-        default:      begin msg_len = 8'd0;  msg_bytes = {8*TB{1'b0}}; end
-    endcase
-end
+wire [8*TB+7:0] msg_now = msg(msg_id);
+wire [8*TB-1:0] msg_bytes = msg_now[8*TB-1:0];
+wire [7:0] msg_len = msg_now[8*TB +: 8];
+
+// a binary response's header and message length, 24 + the message's, as a table of constants: the
+// reply length then needs no adder in front of its sum
+wire [8*32-1:0] hdr_msg_len;
+genvar g;
+generate
+    for (g = 0; g < 32; g = g + 1) begin : g_hdr_msg_len
+        localparam [4:0] ID = g;
+        assign hdr_msg_len[8*g +: 8] = MC_HDR_BYTES[7:0] + msg_len_of(ID);
+    end
+endgenerate
 
 /*
  * P stage: plan the reply
@@ -267,7 +298,7 @@ wire [8*TB-1:0] vdata_x = {{(8*TB-8*VB){1'b0}}, vdata};
 wire [7:0] vl_tens = (vl >= 8'd60) ? 8'd6 : (vl >= 8'd50) ? 8'd5 : (vl >= 8'd40) ? 8'd4 :
                      (vl >= 8'd30) ? 8'd3 : (vl >= 8'd20) ? 8'd2 : (vl >= 8'd10) ? 8'd1 : 8'd0;
 wire [7:0] vl_ones = vl - vl_tens * 8'd10;
-wire two_digits = vl >= 8'd10;
+wire two_digits = is_tagged ? raw_len >= 8'd10 : vb32 >= 32'd10;   // vl >= 10, from the input
 reg [8*TB-1:0] vdata_crlf;          // the data then "\r\n"
 always @* begin
     for (i = 0; i < TB; i = i + 1) begin
@@ -286,7 +317,6 @@ wire [8*TB-1:0] tval_head = two_digits ?
     {{(8*TB-56){1'b0}}, 8'h0a, 8'h0d, 8'h30 + vl_ones, 8'h30 + vl_tens, 8'h20, 8'h30, 8'h20} :
     {{(8*TB-48){1'b0}}, 8'h0a, 8'h0d, 8'h30 + vl_ones, 8'h20, 8'h30, 8'h20};
 wire [8*TB-1:0] tval_tail = tval_head | (two_digits ? (vdata_crlf << 56) : (vdata_crlf << 48));
-wire [7:0] tval_len = 8'd8 + {7'd0, two_digits} + vl;
 
 reg send;
 reg binary;
@@ -434,12 +464,17 @@ end
 wire [7:0] kl_on = key_on ? s_d_kl : 8'd0;
 wire [8*TB-1:0] tail = (tail_sel == 2'd1) ? {{(8*TB-8*VB){1'b0}}, vdata} :
                        (tail_sel == 2'd2) ? tval_tail : msg_bytes;
-wire [7:0] tail_len = (tail_sel == 2'd1) ? vl : (tail_sel == 2'd2) ? tval_len : msg_len;
-// binary body = extras + key + value/string; text = "VALUE " + key + tail, or a string
-wire [7:0] bin_body = ext_len + kl_on + tail_len;
-wire [15:0] reply_len = binary ? MC_HDR_BYTES + {8'd0, bin_body} :
-                        (tail_sel == 2'd2) ? 16'd6 + {8'd0, kl_on} + {8'd0, tail_len} :
-                        {8'd0, tail_len};
+// binary body = extras + key + value/string; text = "VALUE " + key + tail, or a string. Each
+// length is one three-operand sum: a part fixed by the case (extras, string, header, the text
+// VALUE tail's fixed bytes), the key, and the value's bytes
+wire [7:0] vl_add = (tail_sel != 2'd0) ? vl : 8'd0;
+wire [7:0] body_c = ext_len + ((tail_sel == 2'd0) ? msg_len : 8'd0);
+// the part fixed by the case: a binary response's header and message (extras, nonzero only with
+// a value, are their own operand), the text VALUE tail's 14 or 15 fixed bytes, a text message
+wire [7:0] len_c = binary ? hdr_msg_len[8*msg_id +: 8] :
+                   (tail_sel == 2'd2) ? {7'b0000111, two_digits} : msg_len;
+wire [7:0] bin_body = body_c + kl_on + vl_add;
+wire [15:0] reply_len = {8'd0, len_c} + {8'd0, ext_len} + {8'd0, kl_on} + {8'd0, vl_add};
 
 // key bytes masked to the key length
 reg [8*MAX_KEY-1:0] key_m;
@@ -509,7 +544,6 @@ wire [8*RB-1:0] rec_key0 = {{(8*RB-8*MAX_KEY){1'b0}}, p_key_reg};
 wire [8*RB-1:0] rec_key = (p_koff_reg == 2'd0) ? (rec_key0 << 48) :
                           (p_koff_reg == 2'd1) ? (rec_key0 << 192) : (rec_key0 << 224);
 wire [8*RB-1:0] rec_tail = {{(8*RB-8*TB){1'b0}}, p_tail_reg} << {p_toff_reg, 3'b000};
-wire [15:0] len_m1 = p_len_reg - 16'd1;
 
 reg r_valid_reg;
 reg r_send_reg;
@@ -518,7 +552,11 @@ reg r_err_reg;
 reg [8*RB-1:0] r_rec_reg;
 reg [15:0] r_len_reg;
 reg [CHW-1:0] r_ptr_reg;            // next chunk
-reg [CHW-1:0] r_last_reg;           // last chunk
+// the chunk at r_ptr, kept beside the pointer so that the packer starts from registers: the
+// response's bytes from it on, whether it is the last, and its bytes
+reg [15:0] r_rest_reg;
+reg r_clast_reg;
+reg [FW-1:0] r_chn_reg;
 reg [META_W-17:0] r_meta_reg;
 reg [15:0] r_rid_reg;
 reg r_bin_reg;
@@ -530,7 +568,6 @@ wire r_done;
 wire cut;                           // the budget reply replaces the record this cycle
 wire [8*RB-1:0] bud_rec;
 wire [15:0] bud_len;
-wire [15:0] bud_m1 = bud_len - 16'd1;
 assign r_load = p_valid_reg && (p_send_reg || p_close_reg) && (!r_valid_reg || r_done);
 
 always @(posedge clk) begin
@@ -544,7 +581,6 @@ always @(posedge clk) begin
         r_err_reg <= p_err_reg;
         r_rec_reg <= rec_fixed | rec_key | rec_tail;
         r_len_reg <= p_len_reg;
-        r_last_reg <= len_m1[CHW+FW-2:FW-1];
         r_meta_reg <= p_meta_reg;
         r_rid_reg <= p_rid_reg;
         r_bin_reg <= p_bin_reg;
@@ -556,7 +592,6 @@ always @(posedge clk) begin
         r_err_reg <= 1'b1;
         r_rec_reg <= bud_rec;
         r_len_reg <= bud_len;
-        r_last_reg <= bud_m1[CHW+FW-2:FW-1];
         r_isbud_reg <= 1'b1;
     end
     if (rst) begin
@@ -575,11 +610,18 @@ always @* begin
         end
     end
 end
-wire ch_last = r_ptr_reg == r_last_reg;
+wire ch_last = r_clast_reg;
 wire ch_first = r_ptr_reg == {CHW{1'b0}};
-wire [15:0] ch_start = {{(16-CHW){1'b0}}, r_ptr_reg} << (FW - 1);
-wire [15:0] ch_rest = r_len_reg - ch_start;
-wire [FW-1:0] ch_n = ch_last ? ch_rest[FW-1:0] : bytes32[FW-1:0];
+wire [FW-1:0] ch_n = r_chn_reg;
+// the next chunk's registers, worked out for each source before the choice (which comes late):
+// a response's first chunk (a load, or the budget reply), or the chunk after a full one
+wire [15:0] rest_adv = r_rest_reg - bytes32[15:0];
+wire last_load = p_len_reg <= bytes32[15:0];
+wire last_bud = bud_len <= bytes32[15:0];
+wire last_adv = rest_adv <= bytes32[15:0];
+wire [FW-1:0] chn_load = last_load ? p_len_reg[FW-1:0] : bytes32[FW-1:0];
+wire [FW-1:0] chn_bud = last_bud ? bud_len[FW-1:0] : bytes32[FW-1:0];
+wire [FW-1:0] chn_adv = last_adv ? rest_adv[FW-1:0] : bytes32[FW-1:0];
 
 /*
  * K: packer
@@ -587,7 +629,10 @@ wire [FW-1:0] ch_n = ch_last ? ch_rest[FW-1:0] : bytes32[FW-1:0];
 reg [DATA_W-1:0] acc_reg;           // bytes of the open datagram not sent yet (f of them)
 reg [FW-1:0] f_reg;
 reg open_reg;
-reg [15:0] dg_len_reg;              // bytes of the open datagram, frame header included
+reg [15:0] room_reg;                // bytes the open datagram can still take (MAX_DGRAM less its
+                                    // bytes, frame header included): a response overflows it when
+                                    // longer, one comparison with no adder in front
+reg room_small_reg;                 // room_reg < 256 (responses are at most 255 bytes: RB0)
 reg pend_close_reg;                 // close the datagram next cycle
 reg [META_W-17:0] k_meta_reg;
 reg [15:0] k_rid_reg;
@@ -602,9 +647,17 @@ reg stat_error_reg;
 reg stat_datagram_reg;
 reg stat_budget_reg;
 
-// reply budget of the request datagram whose responses are in R
-reg [24:0] tot_reg;                 // its reply bytes so far, frame headers included
-reg sent_reg;                       // one of its responses has been packed
+// reply budget of the request datagram whose responses are in R, kept as what is left of it
+// (B less its reply bytes so far, frame headers included; negative once over) so that the budget
+// test is one comparison with the response length
+reg [25:0] left_reg;                // B - S0, two's complement (S0: bytes so far)
+reg left_small_reg;                 // 0 <= left_reg < 256
+// the same for B - S0 - 8 (a response that opens a reply datagram): its sign, whether it is
+// 0 to 255, and its low byte
+reg left8_neg_reg;
+reg left8_small_reg;
+reg [7:0] left8_lo_reg;
+reg sent_reg;                       // one of its responses has been packed (left_* hold)
 reg cut_reg;                        // its replies are cut: only the budget reply is packed
 
 wire k_send = r_send_reg && (!cut_reg || r_isbud_reg);
@@ -615,15 +668,24 @@ wire [63:0] frame_hdr = {8'd0, 8'd0, 8'h01, 8'd0, 8'd0, 8'd0, r_rid_reg[7:0], r_
 wire [2*DATA_W-1:0] base = opening ? {{(2*DATA_W-64){1'b0}}, frame_hdr} : {{DATA_W{1'b0}}, acc_reg};
 wire [FW:0] base_n = opening ? 8 : {1'b0, f_reg};
 wire [2*DATA_W-1:0] comb = base | ({{DATA_W{1'b0}}, chunk} << {base_n, 3'b000});
-wire [FW:0] t_n = base_n + {1'b0, ch_n};
-wire overflow = {16'd0, dg_len_reg} + {16'd0, r_len_reg} > {16'd0, MAX_DGRAM16};
+// the bytes held with the chunk, both cases worked out before the choice
+wire [FW:0] t_n_open = 8 + {1'b0, ch_n};
+wire [FW:0] t_n_acc = {1'b0, f_reg} + {1'b0, ch_n};
+wire [FW:0] t_n = opening ? t_n_open : t_n_acc;
+wire t_full = opening ? t_n_open > bytes32[FW:0] : t_n_acc > bytes32[FW:0];
+// the comparisons with a response's length are 8 bits wide: the wide operands' high bits were
+// tested when they were stored
+wire [7:0] r_len8 = r_len_reg[7:0];
+wire overflow = room_small_reg && r_len8 > room_reg[7:0];
 wire too_long = ch_first && open_reg && overflow;
-// the budget test for both frame-header cases at once, the choice last (shallower than adding
-// the header's 8 bytes after the overflow test)
-wire [24:0] s_bytes0 = tot_reg + {9'd0, r_len_reg};
-wire [24:0] s_bytes8 = tot_reg + {9'd0, r_len_reg} + 25'd8;
-wire over0 = s_bytes0 > {1'b0, r_bud_reg};
-wire over8 = s_bytes8 > {1'b0, r_bud_reg};
+// the budget test (S0 + len (+ 8) > B) for both frame-header cases at once, the choice last
+wire over0 = left_reg[25] || (left_small_reg && r_len8 > left_reg[7:0]);
+wire over8 = left8_neg_reg || (left8_small_reg && r_len8 > left8_lo_reg);
+// what is left after this response: from B at the request datagram's first response
+wire [25:0] left_base = sent_reg ? left_reg : {2'b00, r_bud_reg};
+wire [25:0] left_next = left_base - {10'd0, r_len_reg} - (opening ? 26'd8 : 26'd0);
+wire [25:0] left8_next = left_next - 26'd8;
+wire [15:0] room_next = (opening ? MAX_DGRAM16 - 16'd8 : room_reg) - r_len_reg;
 wire over = ch_first && sent_reg && !cut_reg && !r_unl_reg && ((!open_reg || overflow) ? over8 : over0);
 
 // the budget reply in place of the response in R (frontend.md §10)
@@ -666,7 +728,7 @@ always @* begin
         end else if (r_valid_reg) begin
             take_chunk = 1'b1;
             emit_data = comb[DATA_W-1:0];
-            if (t_n > bytes32[FW:0]) begin
+            if (t_full) begin
                 emit = 1'b1;
                 emit_n = bytes32[FW:0];
                 emit_last = 1'b0;
@@ -704,19 +766,24 @@ always @(posedge clk) begin
 
     if (take_chunk && k_send) begin
         if (ch_first) begin
-            tot_reg <= tot_reg + {9'd0, r_len_reg} + (opening ? 25'd8 : 25'd0);
+            left_reg <= left_next;
+            left8_neg_reg <= left8_next[25];
+            left8_lo_reg <= left8_next[7:0];
+            left_small_reg <= left_next[25:8] == 18'd0;
+            left8_small_reg <= left8_next[25:8] == 18'd0;
             sent_reg <= 1'b1;
         end
         r_ptr_reg <= ch_last ? {CHW{1'b0}} : r_ptr_reg + 1'b1;
+        if (ch_first) begin
+            room_reg <= room_next;
+            room_small_reg <= room_next[15:8] == 8'd0;
+        end
         if (opening) begin
             open_reg <= 1'b1;
-            dg_len_reg <= 16'd8 + r_len_reg;
             k_meta_reg <= r_meta_reg;
             k_rid_reg <= r_rid_reg;
-        end else if (ch_first) begin
-            dg_len_reg <= dg_len_reg + r_len_reg;
         end
-        if (t_n > bytes32[FW:0]) begin
+        if (t_full) begin
             acc_reg <= comb[2*DATA_W-1:DATA_W];
             f_reg <= t_n[FW-1:0] - bytes32[FW-1:0];
             if (ch_last && r_close_reg) begin
@@ -736,18 +803,29 @@ always @(posedge clk) begin
     if (r_load) begin
         r_ptr_reg <= {CHW{1'b0}};
     end
+    if (r_load) begin
+        r_rest_reg <= p_len_reg;
+        r_clast_reg <= last_load;
+        r_chn_reg <= chn_load;
+    end else if (cut) begin
+        r_rest_reg <= bud_len;
+        r_clast_reg <= last_bud;
+        r_chn_reg <= chn_bud;
+    end else if (take_chunk && k_send && !ch_last) begin
+        r_rest_reg <= rest_adv;
+        r_clast_reg <= last_adv;
+        r_chn_reg <= chn_adv;
+    end
     if (cut_now) begin
         cut_reg <= 1'b1;
     end
     if (r_done && r_close_reg) begin
         // the request datagram's last descriptor: its budget state is done
-        tot_reg <= 25'd0;
         sent_reg <= 1'b0;
         cut_reg <= 1'b0;
     end
 
     if (rst) begin
-        tot_reg <= 25'd0;
         sent_reg <= 1'b0;
         cut_reg <= 1'b0;
         stat_budget_reg <= 1'b0;
@@ -755,7 +833,8 @@ always @(posedge clk) begin
         acc_reg <= {DATA_W{1'b0}};
         f_reg <= {FW{1'b0}};
         open_reg <= 1'b0;
-        dg_len_reg <= 16'd0;
+        room_reg <= MAX_DGRAM16;
+        room_small_reg <= 1'b0;
         pend_close_reg <= 1'b0;
         o_valid_reg <= 1'b0;
         stat_response_reg <= 1'b0;
@@ -774,7 +853,7 @@ assign stat_error = stat_error_reg;
 assign stat_datagram = stat_datagram_reg;
 assign stat_budget = stat_budget_reg;
 
-wire unused = &{1'b0, len_m1, bud_m1, k_rid_reg, ch_rest, bytes32, vb32};
+wire unused = &{1'b0, k_rid_reg, bytes32, vb32};
 
 endmodule
 
