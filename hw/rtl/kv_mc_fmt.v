@@ -464,13 +464,12 @@ end
 wire [7:0] kl_on = key_on ? s_d_kl : 8'd0;
 wire [8*TB-1:0] tail = (tail_sel == 2'd1) ? {{(8*TB-8*VB){1'b0}}, vdata} :
                        (tail_sel == 2'd2) ? tval_tail : msg_bytes;
-// binary body = extras + key + value/string; text = "VALUE " + key + tail, or a string. Each
-// length is one three-operand sum: a part fixed by the case (extras, string, header, the text
-// VALUE tail's fixed bytes), the key, and the value's bytes
+// binary body = extras + key + value/string; text = "VALUE " + key + tail, or a string. The
+// reply length is one four-operand sum with no adder in front: the part fixed by the case (a
+// binary response's header and message from the constant table, the text VALUE tail's 14 or 15
+// fixed bytes, or a text message), the extras (nonzero only with a value), the key, the value
 wire [7:0] vl_add = (tail_sel != 2'd0) ? vl : 8'd0;
 wire [7:0] body_c = ext_len + ((tail_sel == 2'd0) ? msg_len : 8'd0);
-// the part fixed by the case: a binary response's header and message (extras, nonzero only with
-// a value, are their own operand), the text VALUE tail's 14 or 15 fixed bytes, a text message
 wire [7:0] len_c = binary ? hdr_msg_len[8*msg_id +: 8] :
                    (tail_sel == 2'd2) ? {7'b0000111, two_digits} : msg_len;
 wire [7:0] bin_body = body_c + kl_on + vl_add;
