@@ -144,6 +144,7 @@ SYNTH_REFERENCE = {"KEY_W": 288, "VALUE_W": 32, "WAYS": 4, "ROWS": 8192, "STASH"
 SYNTH_SMALL = {"KEY_W": 144, "VALUE_W": 32, "WAYS": 2, "ROWS": 64, "STASH": 2, "RULES": 8,
                "PRIO_W": 8}
 
+
 def engine_latency(params: dict) -> int:
     """kv_engine's request-port latency as its header documents it: E + 2 cycles with
     E = max(H + 2 + RAM_LAT, V + 2), V = 2 (kv_rule_match) + priority tree stages; the control
