@@ -131,10 +131,10 @@ _LTP_MOD_RE = re.compile(r"Longest topological path in (\S+) \(length=(\d+)\)")
 
 # --- resource report of the engine (make -C hw synth) --------------------------------------
 
-# the modules under kv_engine_top (kv_csr + kv_engine; kv_mc_arb and kv_changelog with FE_PORT), in no
+# the modules under kv_engine_top (kv_csr + kv_engine + a kv_skid; kv_mc_arb and kv_changelog with FE_PORT), in no
 # particular order
 ENGINE_TOP_MODULES = ["kv_engine_top", "kv_csr", "kv_axil_regs", "kv_mc_arb", "kv_engine", "kv_h3_hash", "kv_bank_ram",
-                      "kv_rule_match", "kv_prio_tree", "kv_changelog", "kv_fifo"]
+                      "kv_rule_match", "kv_prio_tree", "kv_changelog", "kv_fifo", "kv_skid"]
 
 # reference configuration of the resource estimate (issue 3): 288-bit keys, 32-bit values,
 # 4 ways x 8K rows = 32K entries, 8 stash entries, 256 rules

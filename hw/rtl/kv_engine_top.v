@@ -270,11 +270,26 @@ assign req_tuser = mbx_req_tuser;
 assign req_tvalid = mbx_req_tvalid && !mbx_is_ctl;
 assign mbx_req_tready = mbx_is_ctl ? ctl_req_tready : req_tready;
 
-assign mbx_rsp_tvalid = rsp_tvalid || ctl_rsp_tvalid;
-assign mbx_rsp_tdata = rsp_tvalid ? rsp_tdata : ctl_rsp_tdata;
-assign mbx_rsp_tuser = rsp_tvalid ? rsp_tuser : ctl_rsp_tuser[TAG_W-1:0];
-assign rsp_tready = mbx_rsp_tready;
-assign ctl_rsp_tready = mbx_rsp_tready && !rsp_tvalid;
+// the merged responses reach the CSR block through a register slice: the
+// engine's response FIFO and the merge end here instead of running on into
+// kv_csr's handshake (docs/rtl.md, Timing); a host command takes one cycle more
+wire mrg_rsp_tready;
+assign rsp_tready = mrg_rsp_tready;
+assign ctl_rsp_tready = mrg_rsp_tready && !rsp_tvalid;
+
+kv_skid #(
+    .WIDTH(TAG_W + RSP_W)
+)
+mbx_rsp_skid_inst (
+    .clk(clk),
+    .rst(rst),
+    .s_data(rsp_tvalid ? {rsp_tuser, rsp_tdata} : {ctl_rsp_tuser[TAG_W-1:0], ctl_rsp_tdata}),
+    .s_valid(rsp_tvalid || ctl_rsp_tvalid),
+    .s_ready(mrg_rsp_tready),
+    .m_data({mbx_rsp_tuser, mbx_rsp_tdata}),
+    .m_valid(mbx_rsp_tvalid),
+    .m_ready(mbx_rsp_tready)
+);
 
 generate
     if (FE_PORT) begin : arb

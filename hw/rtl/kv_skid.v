@@ -16,7 +16,8 @@ pynq-kv: register slice (skid buffer) for a valid/ready stream
  * m_data and m_valid all come from registers).  It cuts a timing path where
  * the ready of one block would otherwise run through the valid/ready logic
  * of the next (docs/rtl.md, Timing): the front-end puts one between the
- * admission check and the walker and on both engine streams.
+ * admission check and the walker and on both engine streams, kv_engine_top
+ * one on the mailbox's responses.
  *
  * Two words of storage: the output register and a skid register that takes
  * the word accepted in the cycle m_ready falls (s_ready was already high).
