@@ -639,6 +639,8 @@ generate
         // read by READ_RULE at stage V of the control lane (so in control
         // order); `written` marks entries written since reset (the RAM
         // itself is not reset)
+        wire [RULE_W-1:0] rule_ram_rd1_unused;
+
         kv_bank_ram #(
             .WIDTH(RULE_W),
             .ADDR_W(RIDX_W),
@@ -651,12 +653,16 @@ generate
             .wr_data({c_flag[V_ST], c_key[V_ST*KEY_W +: KEY_W], c_mask[V_ST*KEY_W +: KEY_W],
                       c_prio[V_ST*32 +: PRIO_W], c_value[V_ST*VALUE_W +: VALUE_W]}),
             .rd_addr(cv_entry),
-            .rd_data(rule_q)
+            .rd_data(rule_q),
+            .rd1_addr({RIDX_W{1'b0}}),
+            .rd1_data(rule_ram_rd1_unused)
         );
 
         // rule values for LOOKUPs: written at control stage V+1, read at
         // request stage V; a write in the cycle of the read is forwarded
         // (that write belongs to a WRITE_RULE accepted before the LOOKUP)
+        wire [VALUE_W-1:0] value_ram_rd1_unused;
+
         kv_bank_ram #(
             .WIDTH(VALUE_W),
             .ADDR_W(RIDX_W),
@@ -668,7 +674,9 @@ generate
             .wr_addr(cv1_entry),
             .wr_data(c_value[(V_ST+1)*VALUE_W +: VALUE_W]),
             .rd_addr(tree_idx),
-            .rd_data(rval_q)
+            .rd_data(rval_q),
+            .rd1_addr({RIDX_W{1'b0}}),
+            .rd1_data(value_ram_rd1_unused)
         );
 
         always @(posedge clk) begin
@@ -684,6 +692,8 @@ generate
         end
 
         // rule hit counters (64 bits per entry), one copy per reading lane
+        wire [63:0] hits_ram_rd1_unused;
+
         kv_bank_ram #(
             .WIDTH(64),
             .ADDR_W(RIDX_W),
@@ -695,8 +705,12 @@ generate
             .wr_addr(rhw_addr[0 +: RIDX_W]),
             .wr_data(rhw_data[0 +: 64]),
             .rd_addr(x_rh_addr),
-            .rd_data(rh_q)
+            .rd_data(rh_q),
+            .rd1_addr({RIDX_W{1'b0}}),
+            .rd1_data(hits_ram_rd1_unused)
         );
+
+        wire [63:0] hits_ctl_ram_rd1_unused;
 
         kv_bank_ram #(
             .WIDTH(64),
@@ -709,7 +723,9 @@ generate
             .wr_addr(rhw_addr[0 +: RIDX_W]),
             .wr_data(rhw_data[0 +: 64]),
             .rd_addr(cx_rh_addr),
-            .rd_data(c_rh_q)
+            .rd_data(c_rh_q),
+            .rd1_addr({RIDX_W{1'b0}}),
+            .rd1_data(hits_ctl_ram_rd1_unused)
         );
     end else begin : no_rules
         assign rm_wr_ready = 1'b1;
@@ -743,6 +759,8 @@ genvar gw;
 
 generate
     for (gw = 0; gw < WAYS; gw = gw + 1) begin : bank
+        wire [ENT_W-1:0] ram_rd1_unused;
+
         kv_bank_ram #(
             .WIDTH(ENT_W),
             .ADDR_W(ROW_BITS),
@@ -754,7 +772,9 @@ generate
             .wr_addr(sweep_reg ? sweep_row_reg : win_addr[gw*ROW_BITS +: ROW_BITS]),
             .wr_data(sweep_reg ? {ENT_W{1'b0}} : win_data[gw*ENT_W +: ENT_W]),
             .rd_addr(p_addr[(A_ST*WAYS + gw)*ROW_BITS +: ROW_BITS]),
-            .rd_data(ram_q[gw*ENT_W +: ENT_W])
+            .rd_data(ram_q[gw*ENT_W +: ENT_W]),
+            .rd1_addr({ROW_BITS{1'b0}}),
+            .rd1_data(ram_rd1_unused)
         );
     end
 endgenerate
