@@ -590,6 +590,7 @@ generate
     if (RULES > 0) begin : rules
         wire [RULES-1:0] rm_hit;
         wire [RULES*PRIO_W-1:0] rm_prio;
+        wire [RULES-1:0] rm_hit1_unused;
         wire rm_busy_unused;
         reg [RULES_P-1:0] written;
 
@@ -607,6 +608,8 @@ generate
             .rst(rst),
             .lookup_key(s0_key),
             .hit(rm_hit),
+            .lookup1_key({KEY_W{1'b0}}),
+            .hit1(rm_hit1_unused),
             .prio(rm_prio),
             // every accepted WRITE_RULE (refused ones too: an upper bound) is a write next cycle
             .wr_next(c_accept && c_in_write_rule),

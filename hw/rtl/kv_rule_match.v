@@ -68,6 +68,17 @@ pynq-kv: ternary (wildcard) rule matcher, SRL/LUT-RAM based (docs/engine.md §5.
  * entry (kv_engine presents a request-port key and a control-port write in
  * the same cycle, in that order, engine.md §5.7).
  *
+ * Two lookups per cycle (LOOKUPS = 2, kv_engine's LOOKUP_PORTS = 2).  A
+ * second key, lookup1_key, gives hit1 with the same latency, against the same
+ * table: valid bits, slots and priorities are shared, and so is the order
+ * (both lookups of a cycle come before that cycle's write).  An SRLC32E has
+ * one read tap, so the second lookup has its own copy of every shift
+ * register, shifted by the same writer with the same enable and data (Yosys
+ * 0.23 keeps the copies apart: 2 x RULES x CHUNKS SRLC32E, measured; a
+ * (* keep *) on them would stop SRL inference).  It also has its own AND
+ * chains and slot compares.  With LOOKUPS = 1, lookup1_key is unused and
+ * hit1 is zero.
+ *
  * Reset clears the valid bits, the slots and the priorities; the shift
  * registers are not reset (nothing reads them while valid is 0).
  */
@@ -83,7 +94,9 @@ module kv_rule_match #
     // passes exactly that; wr_entry must be < RULES, bits above are ignored)
     parameter ENTRY_W = 4,
     // Shadow slots (writes being rewritten in the background): 1 to 8
-    parameter SLOTS = 4
+    parameter SLOTS = 4,
+    // Lookups per cycle: 1 (lookup_key) or 2 (lookup_key and lookup1_key)
+    parameter LOOKUPS = 1
 )
 (
     input  wire                    clk,
@@ -94,6 +107,10 @@ module kv_rule_match #
      */
     input  wire [KEY_W-1:0]        lookup_key,
     output wire [RULES-1:0]        hit,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire [KEY_W-1:0]        lookup1_key,  // unused with LOOKUPS = 1
+    /* verilator lint_on UNUSEDSIGNAL */
+    output wire [RULES-1:0]        hit1,
     output wire [RULES*PRIO_W-1:0] prio,
 
     /*
@@ -143,6 +160,10 @@ initial begin
     end
     if (SLOTS < 1 || SLOTS > 8) begin
         $error("Error: SLOTS must be 1 to 8 (instance %m)");
+        $finish;
+    end
+    if (LOOKUPS != 1 && LOOKUPS != 2) begin
+        $error("Error: LOOKUPS must be 1 or 2 (instance %m)");
         $finish;
     end
 end
@@ -239,57 +260,77 @@ always @* begin
 end
 
 /*
- * Match table: one 32-bit shift register per (entry, chunk), read at the
- * key's chunk; first cycle: SRL read and the AND of all chunks, registered
+ * The lookups' keys, lookup l at bits [l*KEY_W +: KEY_W]
  */
-wire [PAD_W-1:0] key_pad = {{(PAD_W-KEY_W){1'b0}}, lookup_key};
-reg [RULES-1:0] all_reg;
-
-genvar gr, gc, gs;
+wire [LOOKUPS*KEY_W-1:0] keys;
 
 generate
-    for (gr = 0; gr < RULES; gr = gr + 1) begin : entry
-        wire [CHUNKS-1:0] q;
-        // AND of all chunks as the carry out of {0, q, 1} + 1: a carry chain
-        // (CARRY8) fed straight by the shift registers, no LUT per chunk group
-        wire [CHUNKS+1:0] q_sum = {1'b0, q, 1'b1} + {{(CHUNKS+1){1'b0}}, 1'b1};
+    if (LOOKUPS == 2) begin : g_keys2
+        assign keys = {lookup1_key, lookup_key};
+    end else begin : g_keys1
+        assign keys = lookup_key;
+    end
+endgenerate
 
-        for (gc = 0; gc < CHUNKS; gc = gc + 1) begin : chunk
-            reg [31:0] sr;
+/*
+ * Match table: one 32-bit shift register per (entry, chunk, lookup), read
+ * at the lookup's key chunk; first cycle: SRL read and the AND of all
+ * chunks, registered (all_reg bit l*RULES + e)
+ */
+reg [LOOKUPS*RULES-1:0] all_reg;
 
-            initial begin
-                sr = 32'd0;
+genvar gl, gr, gc, gs;
+
+generate
+    for (gl = 0; gl < LOOKUPS; gl = gl + 1) begin : lookup
+        wire [PAD_W-1:0] key_pad = {{(PAD_W-KEY_W){1'b0}}, keys[gl*KEY_W +: KEY_W]};
+
+        for (gr = 0; gr < RULES; gr = gr + 1) begin : entry
+            wire [CHUNKS-1:0] q;
+            // AND of all chunks as the carry out of {0, q, 1} + 1: a carry chain
+            // (CARRY8) fed straight by the shift registers, no LUT per chunk group
+            wire [CHUNKS+1:0] q_sum = {1'b0, q, 1'b1} + {{(CHUNKS+1){1'b0}}, 1'b1};
+
+            for (gc = 0; gc < CHUNKS; gc = gc + 1) begin : chunk
+                reg [31:0] sr;
+
+                initial begin
+                    sr = 32'd0;
+                end
+
+                always @(posedge clk) begin
+                    if (ce_reg[gr]) begin
+                        sr <= {sr[30:0], bus_reg[gc]};
+                    end
+                end
+
+                assign q[gc] = sr[key_pad[gc*5 +: 5]];
             end
 
             always @(posedge clk) begin
-                if (ce_reg[gr]) begin
-                    sr <= {sr[30:0], bus_reg[gc]};
-                end
+                all_reg[gl*RULES + gr] <= q_sum[CHUNKS+1];
             end
-
-            assign q[gc] = sr[key_pad[gc*5 +: 5]];
-        end
-
-        always @(posedge clk) begin
-            all_reg[gr] <= q_sum[CHUNKS+1];
         end
     end
 endgenerate
 
 /*
- * Shadow comparators: first cycle partial compares, registered
+ * Shadow comparators: first cycle partial compares, registered (cmp_reg bit
+ * (l*SLOTS + slot)*CMP_G + part)
  */
-reg [SLOTS*CMP_G-1:0] cmp_reg;
+reg [LOOKUPS*SLOTS*CMP_G-1:0] cmp_reg;
 
 generate
-    for (gs = 0; gs < SLOTS; gs = gs + 1) begin : slot_cmp
-        wire [KEY_W-1:0] k = lookup_key;
-        wire [KEY_W-1:0] m = slot_mask[gs*KEY_W +: KEY_W];
-        wire [KEY_W-1:0] x = slot_match[gs*KEY_W +: KEY_W];
+    for (gl = 0; gl < LOOKUPS; gl = gl + 1) begin : lookup_cmp
+        for (gs = 0; gs < SLOTS; gs = gs + 1) begin : slot_cmp
+            wire [KEY_W-1:0] k = keys[gl*KEY_W +: KEY_W];
+            wire [KEY_W-1:0] m = slot_mask[gs*KEY_W +: KEY_W];
+            wire [KEY_W-1:0] x = slot_match[gs*KEY_W +: KEY_W];
 
-        for (gc = 0; gc < CMP_G; gc = gc + 1) begin : part
-            always @(posedge clk) begin
-                cmp_reg[gs*CMP_G + gc] <= (k[gc*CMP_GB +: CMP_GB] & m[gc*CMP_GB +: CMP_GB]) == x[gc*CMP_GB +: CMP_GB];
+            for (gc = 0; gc < CMP_G; gc = gc + 1) begin : part
+                always @(posedge clk) begin
+                    cmp_reg[(gl*SLOTS + gs)*CMP_G + gc] <= (k[gc*CMP_GB +: CMP_GB] & m[gc*CMP_GB +: CMP_GB]) == x[gc*CMP_GB +: CMP_GB];
+                end
             end
         end
     end
@@ -297,26 +338,37 @@ endgenerate
 
 /*
  * Second cycle: finish the ANDs, take overridden entries from their slot
+ * (hit_reg bit l*RULES + e)
  */
-reg [SLOTS-1:0] slot_hit;
-reg [RULES-1:0] hit_next;
-reg [RULES-1:0] hit_reg;
+reg [LOOKUPS*SLOTS-1:0] slot_hit;
+reg [LOOKUPS*RULES-1:0] hit_next;
+reg [LOOKUPS*RULES-1:0] hit_reg;
 
-assign hit = hit_reg;
+assign hit = hit_reg[RULES-1:0];
 
-integer hs, r;
+generate
+    if (LOOKUPS == 2) begin : g_hit1
+        assign hit1 = hit_reg[RULES +: RULES];
+    end else begin : g_no_hit1
+        assign hit1 = {RULES{1'b0}};
+    end
+endgenerate
+
+integer hl, hs, r;
 
 always @* begin
-    for (hs = 0; hs < SLOTS; hs = hs + 1) begin
-        slot_hit[hs] = slot_valid[hs] && (&cmp_reg[hs*CMP_G +: CMP_G]);
-    end
-    for (r = 0; r < RULES; r = r + 1) begin
-        hit_next[r] = valid_reg[r] && all_reg[r];
-        if (ovr_reg[r]) begin
-            hit_next[r] = 1'b0;
-            for (hs = 0; hs < SLOTS; hs = hs + 1) begin
-                if (ovr_slot_reg[r*SLOT_W +: SLOT_W] == hs[SLOT_W-1:0]) begin
-                    hit_next[r] = slot_hit[hs];
+    for (hl = 0; hl < LOOKUPS; hl = hl + 1) begin
+        for (hs = 0; hs < SLOTS; hs = hs + 1) begin
+            slot_hit[hl*SLOTS + hs] = slot_valid[hs] && (&cmp_reg[(hl*SLOTS + hs)*CMP_G +: CMP_G]);
+        end
+        for (r = 0; r < RULES; r = r + 1) begin
+            hit_next[hl*RULES + r] = valid_reg[r] && all_reg[hl*RULES + r];
+            if (ovr_reg[r]) begin
+                hit_next[hl*RULES + r] = 1'b0;
+                for (hs = 0; hs < SLOTS; hs = hs + 1) begin
+                    if (ovr_slot_reg[r*SLOT_W +: SLOT_W] == hs[SLOT_W-1:0]) begin
+                        hit_next[hl*RULES + r] = slot_hit[hl*SLOTS + hs];
+                    end
                 end
             end
         end
@@ -401,7 +453,7 @@ always @(posedge clk) begin
         prio_reg <= {RULES*PRIO_W{1'b0}};
         pw1_en_reg <= 1'b0;
         pw2_en_reg <= 1'b0;
-        hit_reg <= {RULES{1'b0}};
+        hit_reg <= {LOOKUPS*RULES{1'b0}};
     end
 end
 

@@ -10,6 +10,9 @@ table of (valid, match, mask, prio) entries:
 * ``hit`` in cycle t+2 is the hit vector of the key of cycle t against the table as written by
   all writes of cycles before t (engine.md §5.3: valid and (key & mask) == match), whatever the
   background rewrite is doing — i.e. a write is atomic for the next lookup;
+* with LOOKUPS = 2, ``hit1`` is the same for the second key of cycle t (``lookup1_key``, an
+  independent random key, or the other key of a test's pair), against the same table; with
+  LOOKUPS = 1 it stays zero whatever ``lookup1_key`` carries;
 * ``prio`` in cycle t+2 holds the priorities as of the same moment (writes before cycle t);
 * a write is never presented unless ``wr_ready`` and ``wr_next`` were high, and ``wr_ready`` is
   low only while SLOTS writes are outstanding (the documented 34 cycles per background rewrite),
@@ -42,7 +45,7 @@ REWRITE_CYCLES = 34  # documented in kv_rule_match.v
 
 
 def dut_params() -> dict:
-    params = {"KEY_W": 288, "RULES": 16, "PRIO_W": 16, "ENTRY_W": 4, "SLOTS": 4}
+    params = {"KEY_W": 288, "RULES": 16, "PRIO_W": 16, "ENTRY_W": 4, "SLOTS": 4, "LOOKUPS": 1}
     params.update(json.loads(os.environ.get("KV_RULE_MATCH_PARAMS", "{}")))
     return params
 
@@ -60,11 +63,12 @@ class TB:
         p = dut_params()
         self.p = p
         self.key_w, self.rules, self.prio_w, self.slots = p["KEY_W"], p["RULES"], p["PRIO_W"], p["SLOTS"]
-        assert len(dut.hit) == self.rules
+        self.lookups = p["LOOKUPS"]
+        assert len(dut.hit) == self.rules and len(dut.hit1) == self.rules
         # the table as the next lookup must see it (valid, match, mask, prio)
         self.table = [(False, 0, 0, 0) for _ in range(self.rules)]
         self.prio_now = [0] * self.rules      # priorities as prio must show them
-        self.expect: deque = deque()          # (cycle due, hit vector, prio list, what)
+        self.expect: deque = deque()          # (cycle due, hit vector, hit1 vector, what)
         self.cycle = 0
         self.writes_queue: deque = deque()    # writes the test wants presented, in order
         self.retire_at: deque = deque()       # retire cycle of every outstanding write
@@ -76,9 +80,12 @@ class TB:
         self.checked = 0
         self.pool: list[int] = []
         self.key_fn = None                    # callable giving the key of each cycle
+        self.key1_fn = None                   # the same for lookup1_key
+        self.checked1 = 0
 
         dut.rst.value = 1
         dut.lookup_key.value = 0
+        dut.lookup1_key.value = 0
         dut.wr_en.value = 0
         dut.wr_next.value = 0
         dut.wr_entry.value = 0
@@ -159,7 +166,9 @@ class TB:
         for _ in range(cycles):
             # inputs of this cycle
             key = self.key_fn() if self.key_fn else self.random_key()
+            key1 = self.key1_fn() if self.key1_fn else self.random_key()
             dut.lookup_key.value = key
+            dut.lookup1_key.value = key1
             # hit of this cycle's key: table as of before this cycle's write
             write = None
             if ready_prev and self.next_prev and self.writes_queue:
@@ -168,7 +177,9 @@ class TB:
             planned = bool(self.writes_queue) and rng.random() < write_prob
             spurious = not planned and rng.random() < self.spurious_next
             dut.wr_next.value = int(planned or spurious)
-            self.expect.append((self.cycle + 2, self.hit_vector(key), None, f"key {key:#x} at {self.cycle}"))
+            hit1 = self.hit_vector(key1) if self.lookups == 2 else 0
+            self.expect.append((self.cycle + 2, self.hit_vector(key), hit1,
+                                f"keys {key:#x}, {key1:#x} at {self.cycle}"))
             # prio of cycle + 2: every write before this cycle (lookup first, then write)
             self.expect_prio(self.cycle + 2, list(self.prio_now))
             if write is not None:
@@ -204,13 +215,17 @@ class TB:
     def _check_outputs(self, _wrote: bool) -> None:
         dut = self.dut
         got_hit = _uint(dut.hit.value)
+        got_hit1 = _uint(dut.hit1.value)
         got_prio = _uint(dut.prio.value)
         while self.expect and self.expect[0][0] <= self.cycle:
-            due, vec, _, what = self.expect.popleft()
+            due, vec, vec1, what = self.expect.popleft()
             if due == self.cycle:
                 if got_hit != vec:
                     self.errors.append(f"cycle {self.cycle}: hit {got_hit:#x} != model {vec:#x} ({what})")
+                if got_hit1 != vec1:
+                    self.errors.append(f"cycle {self.cycle}: hit1 {got_hit1:#x} != model {vec1:#x} ({what})")
                 self.checked += 1
+                self.checked1 += vec1 != 0
         dq = getattr(self, "_prio_due", deque())
         while dq and dq[0][0] <= self.cycle:
             due, prio = dq.popleft()
@@ -239,7 +254,11 @@ class TB:
         for e in self.errors[:20]:
             self.log.error("%s", e)
         assert not self.errors, f"{len(self.errors)} errors, first: {self.errors[0]}"
-        self.log.info("%d hit vectors checked, wr_ready low %d cycles", self.checked, self.ready_low_cycles)
+        self.log.info("%d hit vectors checked (%d non-zero hit1), wr_ready low %d cycles",
+                      self.checked, self.checked1, self.ready_low_cycles)
+        if self.lookups == 2:
+            assert self.checked1 > 0, "the second lookup never hit: hit1 not exercised"
+
 
 
 async def _setup(dut, seed: int) -> TB:
@@ -284,12 +303,13 @@ async def run_same_entry_back_to_back(dut):
     # lookups alternate between the two keys, so the hit flips with every write
     keys = [k0, k1]
     tb.key_fn = lambda: keys[tb.cycle % 2]
+    tb.key1_fn = lambda: keys[(tb.cycle + 1) % 2]
     await tb.run(REWRITE_CYCLES * (len(seq) * 3 + tb.slots + 2))
     # the other entries: one rewrite each, then the same entry again while they drain
     for other in range(tb.rules):
         tb.queue_write(other, True, k0 & 0xFF, 0xFF, other)
     tb.queue_write(e, True, k1, full, 1)
-    tb.key_fn = None
+    tb.key_fn = tb.key1_fn = None
     await tb.run(REWRITE_CYCLES * (tb.rules + tb.slots + 4))
     tb.check()
 
@@ -342,16 +362,17 @@ async def run_reset_during_rewrite(dut):
 # pytest: build and run the cocotb tests above
 # ------------------------------------------------------------------------------------------
 
-def _config(key_w, rules, prio_w, slots):
+def _config(key_w, rules, prio_w, slots, lookups=1):
     entry_w = max(1, (rules - 1).bit_length())
-    return {"KEY_W": key_w, "RULES": rules, "PRIO_W": prio_w, "ENTRY_W": entry_w, "SLOTS": slots}
+    return {"KEY_W": key_w, "RULES": rules, "PRIO_W": prio_w, "ENTRY_W": entry_w, "SLOTS": slots,
+            "LOOKUPS": lookups}
 
 
 def _config_id(sim: str, p: dict) -> str:
-    return f"{sim}-k{p['KEY_W']}-ru{p['RULES']}-p{p['PRIO_W']}-sl{p['SLOTS']}"
+    return f"{sim}-k{p['KEY_W']}-ru{p['RULES']}-p{p['PRIO_W']}-sl{p['SLOTS']}-lk{p['LOOKUPS']}"
 
 
-# every key width, RULES 1..16 (also not powers of two), SLOTS 1..8
+# every key width, RULES 1..16 (also not powers of two), SLOTS 1..8, one and two lookups
 CONFIGS = [
     ("icarus", _config(144, 5, 4, 1)),
     ("icarus", _config(288, 16, 16, 4)),
@@ -359,6 +380,9 @@ CONFIGS = [
     ("icarus", _config(1152, 3, 32, 8)),
     ("icarus", _config(288, 1, 1, 3)),
     ("verilator", _config(288, 16, 8, 4)),
+    ("icarus", _config(144, 5, 4, 1, lookups=2)),
+    ("icarus", _config(576, 8, 3, 2, lookups=2)),
+    ("verilator", _config(288, 16, 8, 4, lookups=2)),
 ]
 
 
