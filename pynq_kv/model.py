@@ -55,10 +55,15 @@ _DELETED, _NOT_FOUND = int(DelStatus.DELETED), int(DelStatus.NOT_FOUND)
 _EXACT, _RULE = int(MatchKind.EXACT), int(MatchKind.RULE)
 
 
-# The engine's two request ports (docs/engine.md §5.7): data-plane and table operations on the
-# request port, rule and counter operations (regmap.CONTROL_OPS) on the control port.
+# The engine's request ports (docs/engine.md §5.7): data-plane and table operations on the
+# request port, rule and counter operations (regmap.CONTROL_OPS) on the control port, and with
+# LOOKUP_PORTS = 2 (issue 14, being built) a second request port with the first one's opcodes.
 REQUEST_PORT = 0
 CONTROL_PORT = 1
+REQUEST_PORT1 = 2
+
+# within one acceptance cycle: request port, second request port, control port
+_ORDER_IN_CYCLE = {REQUEST_PORT: 0, REQUEST_PORT1: 1, CONTROL_PORT: 2}
 
 _T = TypeVar("_T")
 
@@ -69,15 +74,16 @@ def engine_port(opcode: int) -> int:
 
 
 def engine_order(accepted: Iterable[tuple[int, int, _T]]) -> list[_T]:
-    """The sequential order in which the engine applies requests taken on its two ports.
+    """The sequential order in which the engine applies requests taken on its ports.
 
     accepted holds (acceptance cycle, port, request) with each port's requests in acceptance
     order. The engine applies them by acceptance cycle and, within one cycle, the request
-    port's request before the control port's (docs/engine.md §5.7): a WRITE_RULE accepted in
-    cycle t is seen by every LOOKUP accepted after cycle t and by none accepted up to cycle t.
-    Applying the returned requests one by one to ModelBackend gives the RTL's responses.
+    port's request first, then the second request port's, then the control port's
+    (docs/engine.md §5.7): a WRITE_RULE accepted in cycle t is seen by every LOOKUP accepted
+    after cycle t and by none accepted up to cycle t. Applying the returned requests one by
+    one to ModelBackend gives the RTL's responses.
     """
-    return [item for _, _, item in sorted(accepted, key=lambda a: (a[0], a[1]))]
+    return [item for _, _, item in sorted(accepted, key=lambda a: (a[0], _ORDER_IN_CYCLE[a[1]]))]
 
 
 def _word_dtype(nbytes: int) -> np.dtype:
