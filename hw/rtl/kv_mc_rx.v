@@ -670,6 +670,9 @@ always @(posedge clk) begin
         end
     end
     idle_reg <= text_idle && !t_take;
+    // (the two tests are written out again in trunc_reg on purpose: named
+    // wires shared by the three registers, or the aliases above inlined,
+    // make Yosys 0.23 map this module at 7 LUT levels instead of 6)
     magic_bad_reg <= have_hdr && !magic_ok;
     big_reg <= have_hdr && magic_ok && have_32 && !fits;
     trunc_reg <= !bin_req && !(have_hdr && !magic_ok) && !(have_hdr && magic_ok && have_32 && !fits);
