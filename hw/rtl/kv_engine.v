@@ -26,9 +26,18 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  * a handshake there if tready is high).  tuser (TAG_W bits) comes back with
  * the response.
  *
- * Order (engine.md §5.7): the requests of both ports take effect as one
+ * With LOOKUP_PORTS = 2 a second request port (s_axis_req1_* ->
+ * m_axis_rsp1_*) takes the request port's opcodes with the same contract,
+ * latency and its own response stream and credits.  In this build step it
+ * shares the request lane: it is accepted only in a cycle in which port 0
+ * offers nothing (so a feeder that splits one ordered stream over the two
+ * ports keeps its order), and the two together still take one request per
+ * clock.  Pairing two requests in one cycle (a second, read-only lane) is
+ * the next step (docs/rtl.md, Two lookup ports).
+ *
+ * Order (engine.md §5.7): the requests of all ports take effect as one
  * sequence, by acceptance cycle, and within a cycle the request port's
- * first.  A WRITE_RULE accepted in cycle t is seen by every LOOKUP accepted
+ * first (then port 1's, then the control port's).  A WRITE_RULE accepted in cycle t is seen by every LOOKUP accepted
  * after t and by none accepted up to t; a READ_COUNTER or READ_RULE_HITS
  * accepted in t counts the LOOKUPs accepted up to and including t.
  *
@@ -162,7 +171,9 @@ module kv_engine #
     // Number of 64-bit counters on stat_counters: must equal KV_NUM_COUNTERS (checked)
     parameter NUM_COUNTERS = 11,
     // 1: drive the mutation port (log_*) for a change log; 0: no log, its outputs stay 0
-    parameter LOG_PORT = 1
+    parameter LOG_PORT = 1,
+    // Request ports: 1, or 2 (s_axis_req1_* / m_axis_rsp1_* take requests too)
+    parameter LOOKUP_PORTS = 1
 )
 (
     input  wire                 clk,
@@ -183,6 +194,25 @@ module kv_engine #
     output wire                 m_axis_rsp_tvalid,
     input  wire                 m_axis_rsp_tready,
     output wire [TAG_W-1:0]     m_axis_rsp_tuser,
+
+    /*
+     * Second request and response streams (LOOKUP_PORTS = 2; with 1 the
+     * port takes nothing and answers nothing)
+     */
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire [REQ_W-1:0]     s_axis_req1_tdata,
+    input  wire                 s_axis_req1_tvalid,
+    /* verilator lint_on UNUSEDSIGNAL */
+    output wire                 s_axis_req1_tready,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire [TAG_W-1:0]     s_axis_req1_tuser,
+    /* verilator lint_on UNUSEDSIGNAL */
+    output wire [RSP_W-1:0]     m_axis_rsp1_tdata,
+    output wire                 m_axis_rsp1_tvalid,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire                 m_axis_rsp1_tready,
+    /* verilator lint_on UNUSEDSIGNAL */
+    output wire [TAG_W-1:0]     m_axis_rsp1_tuser,
 
     /*
      * Control request stream (rule and counter operations, KV_OP_CTL_MASK)
@@ -351,6 +381,10 @@ initial begin
         $error("Error: LOG_PORT must be 0 or 1 (instance %m)");
         $finish;
     end
+    if (LOOKUP_PORTS != 1 && LOOKUP_PORTS != 2) begin
+        $error("Error: LOOKUP_PORTS must be 1 or 2 (instance %m)");
+        $finish;
+    end
     if (VALUE_W < 32 || VALUE_W > 512 || VALUE_W % 32 != 0) begin
         $error("Error: VALUE_W must be a multiple of 32 from 32 to 512 (instance %m)");
         $finish;
@@ -432,13 +466,26 @@ reg busy_reg;                      // CLEAR_TABLE accepted / sweep running (also
 reg sweep_reg;                     // sweep writing invalid words into every way
 reg [ROW_BITS-1:0] sweep_row_reg;
 
-// the request port never waits for rules: rule operations use the control port
+// the request ports never wait for rules: rule operations use the control
+// port.  Port 1 (LOOKUP_PORTS = 2) has its own credits (ready1_reg) and is
+// taken only in a cycle in which port 0 offers nothing; stage 0 takes the
+// port it selects (in_sel1).
+reg [CNT_W-1:0] pend1_reg;         // port 1's accepted requests whose response was not yet taken
+reg ready1_reg;
+wire in_sel1 = (LOOKUP_PORTS == 2) && !s_axis_req_tvalid;
 wire in_ready = ready_reg;
-wire accept = s_axis_req_tvalid && in_ready;
+wire in_ready1 = in_sel1 && ready1_reg;
+wire accept0 = s_axis_req_tvalid && in_ready;
+wire accept1 = s_axis_req1_tvalid && in_ready1;
+wire accept = accept0 || accept1;
+wire [REQ_W-1:0] in_tdata = in_sel1 ? s_axis_req1_tdata : s_axis_req_tdata;
+wire [TAG_W-1:0] in_tuser = in_sel1 ? s_axis_req1_tuser : s_axis_req_tuser;
 wire rsp_take = m_axis_rsp_tvalid && m_axis_rsp_tready;
-wire [4:0] in_op = s_axis_req_tdata[RQ_OP +: 5];
+wire rsp1_take = m_axis_rsp1_tvalid && m_axis_rsp1_tready;
+wire [4:0] in_op = in_tdata[RQ_OP +: 5];
 
 assign s_axis_req_tready = in_ready;
+assign s_axis_req1_tready = in_ready1;
 
 // control port: its own credits; a WRITE_RULE also waits for a free
 // kv_rule_match slot (all RULE_SLOTS busy only after a burst of rule writes).
@@ -456,6 +503,7 @@ assign s_axis_ctl_req_tready = c_in_ready;
  * Request pipeline registers, stages 0 .. E (flat vectors, stage s at s*W)
  */
 reg [NST-1:0]          p_valid;
+reg [NST-1:0]          p_src;          // the request came from port 1
 reg [NST*5-1:0]        p_op;
 reg [NST-1:0]          p_flag;
 // the slot addresses: stage 0 for the decode below, the indexes (their row
@@ -859,6 +907,7 @@ reg [STASH_N-1:0]        prev_st_wvalid;
  * Execute (stage E)
  */
 wire              e_valid = p_valid[E_ST];
+wire              e_src = p_src[E_ST];
 wire [4:0]        e_op = p_op[E_ST*5 +: 5];
 wire              e_flag = p_flag[E_ST];
 wire [AD_W-1:0]   e_adec = p_adec[(E_ST-1)*AD_W +: AD_W];
@@ -1336,8 +1385,10 @@ assign m_axis_rsp_tdata = {fifo_out[RS_DATA64+KEY_W +: VALUE_W], {KEY_W{1'b0}},
                           fifo_out[RS_DATA64 +: KEY_W], 64'd0, fifo_out[0 +: RS_DATA64]};
 assign m_axis_rsp_tuser = fifo_out[FIFO_W-TAG_W +: TAG_W];
 
+wire fifo_we = e_valid && !e_src;
+
 always @(posedge clk) begin
-    if (e_valid) begin
+    if (fifo_we) begin
         fifo_mem[fifo_wr_ptr] <= {e_tag, r_value, r_key, rsp_low};
     end
 end
@@ -1351,6 +1402,46 @@ function [FIFO_AW-1:0] ptr_inc(input [FIFO_AW-1:0] p);
         end
     end
 endfunction
+
+/*
+ * Port 1's response FIFO (LOOKUP_PORTS = 2): the same, written for port 1's
+ * requests
+ */
+generate
+    if (LOOKUP_PORTS == 2) begin : port1_fifo
+        reg [FIFO_W-1:0]  fifo1_mem [0:RSP_FIFO_DEPTH-1];
+        reg [FIFO_AW-1:0] fifo1_wr_ptr;
+        reg [FIFO_AW-1:0] fifo1_rd_ptr;
+        reg [CNT_W-1:0]   fifo1_count;
+        wire fifo1_we = e_valid && e_src;
+        wire [FIFO_W-1:0] fifo1_out = fifo1_mem[fifo1_rd_ptr];
+
+        assign m_axis_rsp1_tvalid = fifo1_count != 0;
+        assign m_axis_rsp1_tdata = {fifo1_out[RS_DATA64+KEY_W +: VALUE_W], {KEY_W{1'b0}},
+                                   fifo1_out[RS_DATA64 +: KEY_W], 64'd0, fifo1_out[0 +: RS_DATA64]};
+        assign m_axis_rsp1_tuser = fifo1_out[FIFO_W-TAG_W +: TAG_W];
+
+        always @(posedge clk) begin
+            if (fifo1_we) begin
+                fifo1_mem[fifo1_wr_ptr] <= {e_tag, r_value, r_key, rsp_low};
+                fifo1_wr_ptr <= ptr_inc(fifo1_wr_ptr);
+            end
+            if (rsp1_take) begin
+                fifo1_rd_ptr <= ptr_inc(fifo1_rd_ptr);
+            end
+            fifo1_count <= fifo1_count + {{(CNT_W-1){1'b0}}, fifo1_we} - {{(CNT_W-1){1'b0}}, rsp1_take};
+            if (rst) begin
+                fifo1_wr_ptr <= {FIFO_AW{1'b0}};
+                fifo1_rd_ptr <= {FIFO_AW{1'b0}};
+                fifo1_count <= {CNT_W{1'b0}};
+            end
+        end
+    end else begin : no_port1_fifo
+        assign m_axis_rsp1_tvalid = 1'b0;
+        assign m_axis_rsp1_tdata = {RSP_W{1'b0}};
+        assign m_axis_rsp1_tuser = {TAG_W{1'b0}};
+    end
+endgenerate
 
 /*
  * Mutation log port (registered at E+1), built only for a change log (LOG_PORT)
@@ -1451,6 +1542,7 @@ endfunction
  * vector in the clocked block keeps every simulator and synthesizer agreeing)
  */
 reg [NST-1:0]          p_valid_next;
+reg [NST-1:0]          p_src_next;
 reg [NST*5-1:0]        p_op_next;
 reg [NST-1:0]          p_flag_next;
 reg [3:0]              p_bank_next;
@@ -1474,6 +1566,7 @@ integer pw;
 
 always @* begin
     p_valid_next = {p_valid[NST-2:0], accept};
+    p_src_next = {p_src[NST-2:0], accept1};
     p_op_next = {p_op[(NST-1)*5-1:0], p_op[0 +: 5]};
     p_flag_next = {p_flag[NST-2:0], p_flag[0]};
     p_bank_next = p_bank;
@@ -1494,14 +1587,14 @@ always @* begin
     // stage 0: the accepted request
     if (accept) begin
         p_op_next[0 +: 5] = in_op;
-        p_flag_next[0] = s_axis_req_tdata[RQ_FLAG];
-        p_bank_next[0 +: 4] = s_axis_req_tdata[RQ_BANK +: 4];
-        p_index_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX +: 24];
-        p_bank2_next[0 +: 4] = s_axis_req_tdata[RQ_BANK2 +: 4];
-        p_index2_next[0 +: 24] = s_axis_req_tdata[RQ_INDEX2 +: 24];
-        p_key_next[0 +: KEY_W] = s_axis_req_tdata[RQ_KEY +: KEY_W];
-        p_value_next[0 +: VALUE_W] = s_axis_req_tdata[RQ_VALUE +: VALUE_W];
-        p_tag_next[0 +: TAG_W] = s_axis_req_tuser;
+        p_flag_next[0] = in_tdata[RQ_FLAG];
+        p_bank_next[0 +: 4] = in_tdata[RQ_BANK +: 4];
+        p_index_next[0 +: 24] = in_tdata[RQ_INDEX +: 24];
+        p_bank2_next[0 +: 4] = in_tdata[RQ_BANK2 +: 4];
+        p_index2_next[0 +: 24] = in_tdata[RQ_INDEX2 +: 24];
+        p_key_next[0 +: KEY_W] = in_tdata[RQ_KEY +: KEY_W];
+        p_value_next[0 +: VALUE_W] = in_tdata[RQ_VALUE +: VALUE_W];
+        p_tag_next[0 +: TAG_W] = in_tuser;
     end
 
     // stage H -> H+1: per-way RAM address (the key's row, or the control address)
@@ -1597,12 +1690,14 @@ end
  * Sequential state
  */
 reg [CNT_W-1:0] pend_next;
+reg [CNT_W-1:0] pend1_next;
 reg busy_next;
 
 wire [CCNT_W-1:0] c_pend_next = c_pend_reg + {{(CCNT_W-1){1'b0}}, c_accept} - {{(CCNT_W-1){1'b0}}, c_rsp_take};
 
 always @* begin
-    pend_next = pend_reg + {{(CNT_W-1){1'b0}}, accept} - {{(CNT_W-1){1'b0}}, rsp_take};
+    pend_next = pend_reg + {{(CNT_W-1){1'b0}}, accept0} - {{(CNT_W-1){1'b0}}, rsp_take};
+    pend1_next = pend1_reg + {{(CNT_W-1){1'b0}}, accept1} - {{(CNT_W-1){1'b0}}, rsp1_take};
     busy_next = busy_reg;
     if (accept && in_op == OP_CLEAR_TABLE) begin
         busy_next = 1'b1;
@@ -1621,6 +1716,8 @@ always @(posedge clk) begin
     // a MOVE takes two cycles of the port: the request behind it never meets
     // its write at the compare stage (see the compare stage)
     ready_reg <= !busy_next && pend_next < RSP_FIFO_DEPTH && !(accept && in_op == OP_MOVE);
+    pend1_reg <= pend1_next;
+    ready1_reg <= !busy_next && pend1_next < RSP_FIFO_DEPTH && !(accept && in_op == OP_MOVE);
     c_pend_reg <= c_pend_next;
     c_ready_reg <= c_pend_next < CTL_FIFO_DEPTH;
 
@@ -1638,6 +1735,7 @@ always @(posedge clk) begin
 
     // request pipeline (next state computed below, one assignment per vector)
     p_valid <= p_valid_next;
+    p_src <= p_src_next;
     p_op <= p_op_next;
     p_flag <= p_flag_next;
     p_bank <= p_bank_next;
@@ -1751,13 +1849,13 @@ always @(posedge clk) begin
     end
 
     // response FIFO pointers
-    if (e_valid) begin
+    if (fifo_we) begin
         fifo_wr_ptr <= ptr_inc(fifo_wr_ptr);
     end
     if (rsp_take) begin
         fifo_rd_ptr <= ptr_inc(fifo_rd_ptr);
     end
-    fifo_count <= fifo_count + {{(CNT_W-1){1'b0}}, e_valid} - {{(CNT_W-1){1'b0}}, rsp_take};
+    fifo_count <= fifo_count + {{(CNT_W-1){1'b0}}, fifo_we} - {{(CNT_W-1){1'b0}}, rsp_take};
     if (ce_valid) begin
         cfifo_wr_ptr <= cptr_inc(cfifo_wr_ptr);
     end
@@ -1770,6 +1868,8 @@ always @(posedge clk) begin
         pend_reg <= {CNT_W{1'b0}};
         busy_reg <= 1'b1;
         ready_reg <= 1'b0;
+        pend1_reg <= {CNT_W{1'b0}};
+        ready1_reg <= 1'b0;
         sweep_reg <= 1'b1;
         sweep_row_reg <= {ROW_BITS{1'b0}};
         p_valid <= {NST{1'b0}};

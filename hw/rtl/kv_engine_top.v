@@ -349,6 +349,11 @@ generate
     end
 endgenerate
 
+wire                 eng_req1_tready_unused;
+wire [RSP_W-1:0]     eng_rsp1_tdata_unused;
+wire                 eng_rsp1_tvalid_unused;
+wire [ENG_TAG_W-1:0] eng_rsp1_tuser_unused;
+
 kv_engine #(
     .KEY_W(KEY_W),
     .VALUE_W(VALUE_W),
@@ -379,6 +384,15 @@ engine_inst (
     .m_axis_rsp_tvalid(eng_rsp_tvalid),
     .m_axis_rsp_tready(eng_rsp_tready),
     .m_axis_rsp_tuser(eng_rsp_tuser),
+    // the second request port (LOOKUP_PORTS = 2) is not wired up here yet
+    .s_axis_req1_tdata({REQ_W{1'b0}}),
+    .s_axis_req1_tvalid(1'b0),
+    .s_axis_req1_tready(eng_req1_tready_unused),
+    .s_axis_req1_tuser({ENG_TAG_W{1'b0}}),
+    .m_axis_rsp1_tdata(eng_rsp1_tdata_unused),
+    .m_axis_rsp1_tvalid(eng_rsp1_tvalid_unused),
+    .m_axis_rsp1_tready(1'b0),
+    .m_axis_rsp1_tuser(eng_rsp1_tuser_unused),
     .s_axis_ctl_req_tdata(mbx_req_tdata),
     .s_axis_ctl_req_tvalid(mbx_req_tvalid && mbx_is_ctl),
     .s_axis_ctl_req_tready(ctl_req_tready),

@@ -29,7 +29,7 @@ from pathlib import Path
 import cocotb
 import pytest
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from cocotb.utils import get_sim_time
 
 HW_DIR = Path(__file__).resolve().parents[2]
@@ -46,7 +46,8 @@ from pynq_kv.backend import COUNTER_NAMES, MatchKind, RuleEntry  # noqa: E402
 from pynq_kv.errors import CommandError  # noqa: E402
 from pynq_kv.geometry import Geometry  # noqa: E402
 from pynq_kv.hashing import hash_int  # noqa: E402
-from pynq_kv.model import CONTROL_PORT, REQUEST_PORT, ModelBackend, engine_order, engine_port  # noqa: E402
+from pynq_kv.model import (CONTROL_PORT, REQUEST_PORT, REQUEST_PORT1, ModelBackend,  # noqa: E402
+                           engine_order, engine_port)
 
 TOPLEVEL = "kv_engine"
 MODULES = ["kv_engine", "kv_h3_hash", "kv_bank_ram", "kv_rule_match", "kv_prio_tree"]
@@ -72,7 +73,8 @@ def dut_params() -> dict:
     """HDL parameters of this run, handed over by the pytest runner (defaults = RTL defaults)."""
     params = {"KEY_W": 288, "VALUE_W": 32, "WAYS": 4, "ROWS": 1024, "STASH": 8, "RULES": 16,
               "PRIO_W": 16, "HASH_SEED": DEFAULT_SEED, "TAG_W": 8, "HASH_STAGES": 2, "RAM_LAT": 1,
-              "TREE_LEVELS_PER_STAGE": 2, "RULE_SLOTS": 4, "RSP_FIFO_DEPTH": 16, "CTL_FIFO_DEPTH": 16}
+              "TREE_LEVELS_PER_STAGE": 2, "RULE_SLOTS": 4, "RSP_FIFO_DEPTH": 16, "CTL_FIFO_DEPTH": 16,
+              "LOOKUP_PORTS": 1}
     params.update(json.loads(os.environ.get("KV_ENGINE_PARAMS", "{}")))
     return params
 
@@ -112,7 +114,9 @@ class TB:
         self.seed = p["HASH_SEED"]
         self.tag_w = p["TAG_W"]
         self.latency = tools.engine_latency(p)
-        self.port_latency = {REQUEST_PORT: self.latency, CONTROL_PORT: self.latency + 1}
+        self.port_latency = {REQUEST_PORT: self.latency, REQUEST_PORT1: self.latency,
+                             CONTROL_PORT: self.latency + 1}
+        self.lookup_ports = p["LOOKUP_PORTS"]
         self.geometry = Geometry(key_width=self.key_w, value_width=self.value_w, ways=self.ways,
                                  rows=self.rows, stash=self.stash, rules=self.rules,
                                  prio_width=self.prio_w, hash_seed=self.seed)
@@ -133,17 +137,24 @@ class TB:
                            dut.s_axis_ctl_req_tuser, dut.m_axis_ctl_rsp_tdata, dut.m_axis_ctl_rsp_tvalid,
                            dut.m_axis_ctl_rsp_tready, dut.m_axis_ctl_rsp_tuser),
         }
+        if self.lookup_ports == 2:
+            self.ports[REQUEST_PORT1] = (dut.s_axis_req1_tdata, dut.s_axis_req1_tvalid, dut.s_axis_req1_tready,
+                                         dut.s_axis_req1_tuser, dut.m_axis_rsp1_tdata, dut.m_axis_rsp1_tvalid,
+                                         dut.m_axis_rsp1_tready, dut.m_axis_rsp1_tuser)
+        else:  # the port exists and must stay quiet
+            dut.s_axis_req1_tvalid.value = 0
+            dut.m_axis_rsp1_tready.value = 0
 
         self.send_q: deque = deque()  # (request word, tag, expected, description, port)
         self.offering = False  # the program-order driver offers a request it took from send_q
         # per port: (accept cycle, tag, expected, description)
-        self.inflight: dict[int, deque] = {REQUEST_PORT: deque(), CONTROL_PORT: deque()}
+        self.inflight: dict[int, deque] = {port: deque() for port in self.ports}
         self.rules_written: set[int] = set()
         self.sent = 0
         self.checked = 0
         # (latency, sink was ready throughout, port)
         self.latencies: list[tuple[int, bool, int]] = []
-        self.accept_cycles: list[int] = []  # request port
+        self.accept_cycles: list[int] = []  # request ports
         self.ctl_accept_cycles: list[int] = []  # control port
         self.stalls: list[tuple[int, int]] = []  # (cycle, opcode) of requests offered but refused
         self.errors: list[str] = []
@@ -215,9 +226,13 @@ class TB:
         return tag
 
     def _queue(self, req: int, expected: dict, what: str, port: int | None = None) -> dict:
-        """Queue req on its opcode's port (or `port`), after everything queued before."""
+        """Queue req on its opcode's port (or `port`), after everything queued before; with two
+        request ports a request-port opcode goes to either at random (the driver offers one
+        request at a time, so port 1 is taken in a cycle in which port 0 offers nothing)."""
         full = self._full(expected)
         port = engine_port(req & 0x1F) if port is None else port
+        if port == REQUEST_PORT and self.lookup_ports == 2 and self.rng.random() < 0.5:
+            port = REQUEST_PORT1
         self.send_q.append((req, self._next_tag(), full, what, port))
         return full
 
@@ -229,11 +244,13 @@ class TB:
         return self._queue(req, {"op": op, "status": REFUSED}, f"{what} on the wrong port", other)
 
     def op_get(self, key: int) -> dict:
+        return self._queue(self.pack(GET, key=key), self.exp_get(key), f"GET {key:#x}")
+
+    def exp_get(self, key: int) -> dict:
         res = self.model.get_batch(self.key_arr(key))
         hit = bool(res.hit[0])
         value = int.from_bytes(res.values[0].tobytes(), "big") if hit else 0
-        return self._queue(self.pack(GET, key=key), {"op": GET, "status": int(hit), "value": value},
-                           f"GET {key:#x}")
+        return {"op": GET, "status": int(hit), "value": value}
 
     def op_lookup(self, key: int) -> dict:
         return self._queue(self.pack(LOOKUP, key=key), self.exp_lookup(key), f"LOOKUP {key:#x}")
@@ -373,7 +390,7 @@ class TB:
 
     def _accepted(self, port: int, tag: int, expected: dict, what: str) -> None:
         self.inflight[port].append((self.cycle(), tag, expected, what))
-        (self.accept_cycles if port == REQUEST_PORT else self.ctl_accept_cycles).append(self.cycle())
+        (self.ctl_accept_cycles if port == CONTROL_PORT else self.accept_cycles).append(self.cycle())
         self.sent += 1
 
     async def _driver(self) -> None:
@@ -908,6 +925,65 @@ async def run_rule_slots_exhausted(dut):
     await tb.final_check()
 
 
+@cocotb.test()
+async def run_two_request_ports(dut):
+    """LOOKUP_PORTS = 2: both request ports offered back to back at once (SET, DEL, GET and
+    LOOKUP on a small key pool, so the ports' requests depend on each other), the control port
+    idle. Port 1 is taken only in cycles in which port 0 offers nothing (checked every cycle),
+    the two together take one request per clock, and every response of both ports equals the
+    model's with the requests applied in engine_order."""
+    tb = TB(dut, cocotb.RANDOM_SEED + 8)
+    await tb.reset()
+    if tb.lookup_ports != 2:
+        return
+    rng = tb.rng
+    pool = [tb.random_key() for _ in range(6)]
+    dut_ = tb.dut
+    violations: list[int] = []
+
+    async def watch_admission() -> None:
+        while True:
+            await RisingEdge(dut_.clk)
+            await ReadOnly()
+            if (int(dut_.s_axis_req_tvalid.value) and int(dut_.s_axis_req1_tvalid.value)
+                    and int(dut_.s_axis_req1_tready.value)):
+                violations.append(tb.cycle())
+
+    def stream(n: int) -> list:
+        items = []
+        for _ in range(n):
+            key = rng.choice(pool)
+            kind = rng.choice(["set", "del", "get", "lookup"])
+            if kind == "set":
+                value = rng.getrandbits(tb.value_w)
+                items.append((tb.pack(SET, key=key, value=value),
+                              lambda key=key, value=value: {"op": SET, "status": int(tb.model.set_batch(
+                                  tb.key_arr(key), tb.val_arr(value))[0])}, f"SET {key:#x}={value:#x}"))
+            elif kind == "del":
+                items.append((tb.pack(DEL, key=key),
+                              lambda key=key: {"op": DEL, "status": int(tb.model.delete_batch(tb.key_arr(key))[0])},
+                              f"DEL {key:#x}"))
+            elif kind == "get":
+                items.append((tb.pack(GET, key=key), lambda key=key: tb.exp_get(key), f"GET {key:#x}"))
+            else:
+                items.append((tb.pack(LOOKUP, key=key), lambda key=key: tb.exp_lookup(key), f"LOOKUP {key:#x}"))
+        return items
+
+    watcher = cocotb.start_soon(watch_admission())
+    first = len(tb.accept_cycles)
+    n = n_ops(300)
+    await tb.free_run({REQUEST_PORT: stream(n), REQUEST_PORT1: stream(n)})
+    await tb.drain()
+    watcher.cancel()
+    cycles = tb.accept_cycles[first:]
+    assert not violations, f"port 1 taken while port 0 offered, cycles {violations[:5]}"
+    assert len(cycles) == 2 * n and len(set(cycles)) == len(cycles), "two requests taken in one cycle"
+    if tb.p["RSP_FIFO_DEPTH"] > tb.latency:
+        assert cycles[-1] - cycles[0] == len(cycles) - 1, "the two ports did not take one request per clock"
+    await tb.final_check()
+    assert tb.latency_exact()
+
+
 STORM_CTL_EVERY = 4  # a WRITE_RULE in every 4th control-port slot
 
 
@@ -994,7 +1070,7 @@ def _config(key_w, ways, rows, stash, rules, value_w=32, prio_w=4, **extra):
 def _config_id(sim: str, p: dict) -> str:
     extra = "".join(f"-{k.lower()}{v}" for k, v in p.items()
                     if k in ("HASH_STAGES", "RAM_LAT", "TREE_LEVELS_PER_STAGE", "RULE_SLOTS", "RSP_FIFO_DEPTH",
-                             "CTL_FIFO_DEPTH"))
+                             "CTL_FIFO_DEPTH", "LOOKUP_PORTS"))
     return (f"{sim}-k{p['KEY_W']}-v{p['VALUE_W']}-w{p['WAYS']}-r{p['ROWS']}-s{p['STASH']}"
             f"-ru{p['RULES']}-p{p['PRIO_W']}{extra}")
 
@@ -1009,6 +1085,11 @@ CONFIGS = [
     ("icarus", _config(144, 8, 2, 3, 1, prio_w=1, RSP_FIFO_DEPTH=4, CTL_FIFO_DEPTH=2)),
     ("icarus", _config(288, 2, 16, 0, 7, value_w=512, prio_w=16, TREE_LEVELS_PER_STAGE=3, RULE_SLOTS=2)),
     ("verilator", _config(288, 4, 8, 4, 8, value_w=128, prio_w=8, RAM_LAT=2)),
+    # the second request port (LOOKUP_PORTS = 2)
+    ("icarus", _config(144, 2, 4, 2, 4, RULE_SLOTS=1, LOOKUP_PORTS=2)),
+    ("icarus", _config(576, 4, 16, 4, 8, prio_w=3, RAM_LAT=2, TREE_LEVELS_PER_STAGE=1, LOOKUP_PORTS=2)),
+    ("icarus", _config(288, 3, 8, 0, 0, value_w=64, HASH_STAGES=1, LOOKUP_PORTS=2)),
+    ("verilator", _config(288, 4, 8, 4, 8, value_w=128, prio_w=8, RAM_LAT=2, LOOKUP_PORTS=2)),
 ]
 
 

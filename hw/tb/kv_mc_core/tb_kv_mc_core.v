@@ -205,6 +205,8 @@ engine_inst (
     .m_axis_rsp_tvalid(eng_rsp_tvalid),
     .m_axis_rsp_tready(eng_rsp_tready),
     .m_axis_rsp_tuser(eng_rsp_tuser),
+    .s_axis_req1_tvalid(1'b0),
+    .m_axis_rsp1_tready(1'b0),
     .s_axis_ctl_req_tdata(s_axis_mb_req_tdata),
     .s_axis_ctl_req_tvalid(s_axis_mb_req_tvalid && mb_is_ctl),
     .s_axis_ctl_req_tready(ctl_req_tready),
