@@ -28,12 +28,20 @@ pynq-kv: the lookup engine pipeline (docs/engine.md §4-§6, docs/rtl.md)
  *
  * With LOOKUP_PORTS = 2 a second request port (s_axis_req1_* ->
  * m_axis_rsp1_*) takes the request port's opcodes with the same contract,
- * latency and its own response stream and credits.  In this build step it
- * shares the request lane: it is accepted only in a cycle in which port 0
- * offers nothing (so a feeder that splits one ordered stream over the two
- * ports keeps its order), and the two together still take one request per
- * clock.  Pairing two requests in one cycle (a second, read-only lane) is
- * the next step (docs/rtl.md, Two lookup ports).
+ * latency and its own response stream and credits.  A port-1 request
+ * offered while port 0 offers nothing goes through the request lane (lane
+ * A).  A port-1 GET offered beside a port-0 GET or LOOKUP that is taken is
+ * taken in the same cycle into lane B, a second, read-only lane (b_*: its
+ * own hash unit, the second port of every bank RAM, its own compare and
+ * execute against lane A's forwarding window and stash), and comes after
+ * port 0's in the order.  Port 1 is never taken while port 0 offers and is
+ * not taken (a feeder that splits one ordered stream over the two ports
+ * keeps its order; it may move an untaken port-1 request to port 0).  Lane
+ * B reads a bank RAM's port B, which is also its write port: in the cycle in
+ * which a write of lane A reaches the RAMs, no pair is taken whose lane-B
+ * read would meet it (b_block, worked out RAM_LAT + 2 cycles ahead from lane
+ * A's acceptances).  LOOKUP pairs and writes beside reads are the next steps
+ * (docs/lookup_ports2.md).
  *
  * Order (engine.md §5.7): the requests of all ports take effect as one
  * sequence, by acceptance cycle, and within a cycle the request port's
@@ -474,10 +482,20 @@ reg [CNT_W-1:0] pend1_reg;         // port 1's accepted requests whose response 
 reg ready1_reg;
 wire in_sel1 = (LOOKUP_PORTS == 2) && !s_axis_req_tvalid;
 wire in_ready = ready_reg;
-wire in_ready1 = in_sel1 && ready1_reg;
+wire [4:0] in0_op = s_axis_req_tdata[RQ_OP +: 5];
+wire [4:0] in1_op = s_axis_req1_tdata[RQ_OP +: 5];
+// a pair: port 0's GET or LOOKUP taken, port 1's GET beside it into lane B
+wire b_block;                      // lane B's RAM read would meet a write (lane_b below)
+wire in_pair_ok = (LOOKUP_PORTS == 2) && (in0_op == OP_GET || in0_op == OP_LOOKUP) &&
+                  in1_op == OP_GET && !b_block;
+wire in_ready1 = (LOOKUP_PORTS == 2) && ready1_reg && (!s_axis_req_tvalid || (in_ready && in_pair_ok));
 wire accept0 = s_axis_req_tvalid && in_ready;
 wire accept1 = s_axis_req1_tvalid && in_ready1;
-wire accept = accept0 || accept1;
+wire accept1_a = accept1 && !s_axis_req_tvalid;   // port 1 alone: lane A
+/* verilator lint_off UNUSEDSIGNAL */
+wire accept1_b = accept1 && s_axis_req_tvalid;    // port 1 in a pair: lane B (unused with one port)
+/* verilator lint_on UNUSEDSIGNAL */
+wire accept = accept0 || accept1_a;
 wire [REQ_W-1:0] in_tdata = in_sel1 ? s_axis_req1_tdata : s_axis_req_tdata;
 wire [TAG_W-1:0] in_tuser = in_sel1 ? s_axis_req1_tuser : s_axis_req_tuser;
 wire rsp_take = m_axis_rsp_tvalid && m_axis_rsp_tready;
@@ -805,17 +823,18 @@ reg [WIN*WAYS*ROW_BITS-1:0] win_addr;
 reg [WIN*WAYS*ENT_W-1:0]    win_data;
 
 wire [WAYS*ENT_W-1:0] ram_q;
+wire [WAYS*ENT_W-1:0] ram1_q;                 // port B reads (lane B)
+wire [WAYS*ROW_BITS-1:0] b_ram_addr;          // lane B's rows at stage A
 
 genvar gw;
 
 generate
     for (gw = 0; gw < WAYS; gw = gw + 1) begin : bank
-        wire [ENT_W-1:0] ram_rd1_unused;
-
         kv_bank_ram #(
             .WIDTH(ENT_W),
             .ADDR_W(ROW_BITS),
-            .RD_LAT(RAM_LAT)
+            .RD_LAT(RAM_LAT),
+            .RD_PORTS(LOOKUP_PORTS)
         )
         ram_inst (
             .clk(clk),
@@ -824,8 +843,8 @@ generate
             .wr_data(sweep_reg ? {ENT_W{1'b0}} : win_data[gw*ENT_W +: ENT_W]),
             .rd_addr(p_addr[(A_ST*WAYS + gw)*ROW_BITS +: ROW_BITS]),
             .rd_data(ram_q[gw*ENT_W +: ENT_W]),
-            .rd1_addr({ROW_BITS{1'b0}}),
-            .rd1_data(ram_rd1_unused)
+            .rd1_addr(b_ram_addr[gw*ROW_BITS +: ROW_BITS]),
+            .rd1_data(ram1_q[gw*ENT_W +: ENT_W])
         );
     end
 endgenerate
@@ -842,6 +861,7 @@ reg [NCNT*64-1:0]          counters;
 // counters after the requests executed so far are counters + cnt_pend
 // (cmd_errors may count a refusal of each lane in one cycle: two bits).
 reg [NCNT-1:0]             cnt_pend;
+wire [NCNT-1:0]            cnt_pend_b;      // lane B's (GETs: lookups, exact_hits, misses)
 reg [1:0]                  cmd_pend;
 // occupancy's change waits the same way: cleared (CLEAR_TABLE), then + delta
 // (an insert, a WRITE_SLOT) - copies (the slots a DEL empties; counted, not
@@ -1332,7 +1352,8 @@ always @* begin
                 cnt_now = occ_now;
             end else begin
                 cnt_now = counters[cc*64 +: 64] +
-                          (cc == C_CMD_ERRORS ? {62'd0, cmd_pend} : {63'd0, cnt_pend[cc]});
+                          (cc == C_CMD_ERRORS ? {62'd0, cmd_pend} :
+                           {62'd0, {1'b0, cnt_pend[cc]} + {1'b0, cnt_pend_b[cc]}});
             end
         end
     end
@@ -1404,8 +1425,186 @@ function [FIFO_AW-1:0] ptr_inc(input [FIFO_AW-1:0] p);
 endfunction
 
 /*
- * Port 1's response FIFO (LOOKUP_PORTS = 2): the same, written for port 1's
- * requests
+ * Lane B (LOOKUP_PORTS = 2): the port-1 GET of a pair.  It never writes: it
+ * reads the bank RAMs' port B at stage A and compares at K against the same
+ * forwarding window and stash as lane A, with the same terms (names b_*):
+ * the window entries' rows a cycle ahead, the key and rows of lane A's
+ * request executing one cycle ahead of it (its write is window entry 0 at
+ * execute) at K -> E.  Its partner in lane A, at the same stage, is a GET or
+ * LOOKUP: nothing to fold in from it.
+ */
+/* verilator lint_off UNUSEDSIGNAL */
+wire                  b_fifo_we;       // lane B's response, into port 1's FIFO (unused with one port)
+wire [FIFO_W-1:0]     b_fifo_data;
+/* verilator lint_on UNUSEDSIGNAL */
+
+generate
+    if (LOOKUP_PORTS == 2) begin : lane_b
+        // key and rows are needed up to the compare stage K, the rest up to E
+        localparam BST = K_ST + 1;
+        reg [NST-1:0]              b_valid;
+        reg [BST*KEY_W-1:0]        b_key;
+        reg [NST*TAG_W-1:0]        b_tag;
+        reg [BST*WAYS*ROW_BITS-1:0] b_addr;      // from stage H+1
+        // a writer taken into lane A in each of the last RAM_LAT + 2 cycles
+        reg [RAM_LAT+1:0]          a_wr_hist;
+        wire [WAYS*ROW_BITS-1:0]   b_hash_rows;
+        wire                       b_hash_valid_unused;
+        wire                       b_hash_user_unused;
+
+        assign b_block = a_wr_hist[RAM_LAT+1];
+        assign b_ram_addr = b_addr[A_ST*WAYS*ROW_BITS +: WAYS*ROW_BITS];
+
+        kv_h3_hash #(
+            .KEY_W(KEY_W),
+            .WAYS(WAYS),
+            .ROW_BITS(ROW_BITS),
+            .HASH_SEED(HASH_SEED),
+            .STAGES(HASH_STAGES),
+            .USER_W(1)
+        )
+        hash1_inst (
+            .clk(clk),
+            .rst(rst),
+            .s_valid(b_valid[0]),
+            .s_key(b_key[0 +: KEY_W]),
+            .s_user(1'b0),
+            .m_valid(b_hash_valid_unused),
+            .m_rows(b_hash_rows),
+            .m_user(b_hash_user_unused)
+        );
+
+        // compare (stage K)
+        wire [KEY_W-1:0]         bk_key = b_key[K_ST*KEY_W +: KEY_W];
+        wire [WAYS*ROW_BITS-1:0] bk_addr = b_addr[K_ST*WAYS*ROW_BITS +: WAYS*ROW_BITS];
+        wire [WAYS*ROW_BITS-1:0] bk1_addr = b_addr[(K_ST-1)*WAYS*ROW_BITS +: WAYS*ROW_BITS];
+        reg  [WIN*WAYS-1:0]      bk_row_match;
+        reg  [WAYS*ENT_W-1:0]    bk_fwd;
+        reg  [WAYS-1:0]          bk_way_hit;
+        reg  [STASH_N-1:0]       bk_st_hit;
+        // K -> E
+        reg  [WAYS*ENT_W-1:0]    be_fwd_k;
+        reg  [WAYS-1:0]          be_way_hit_k;
+        reg  [STASH_N-1:0]       be_st_hit_k;
+        reg                      be_key_eq_prev;
+        reg  [WAYS-1:0]          be_row_eq_prev;
+        // execute (stage E)
+        reg  [WAYS-1:0]          b_way_hit;
+        reg  [STASH_N-1:0]       b_st_hit;
+        reg                      b_found;
+        reg  [VALUE_W-1:0]       b_found_value;
+        reg  [RS_DATA64-1:0]     b_rsp_low;
+        reg  [NCNT-1:0]          b_cnt_inc;
+        reg  [NCNT-1:0]          b_cnt_pend;
+        wire                     be_valid = b_valid[E_ST];
+
+        integer bw, bj, bi;
+
+        always @* begin
+            bk_fwd = ram1_q;
+            for (bw = 0; bw < WAYS; bw = bw + 1) begin
+                for (bj = WIN-1; bj >= 0; bj = bj - 1) begin
+                    if (win_we[bj*WAYS + bw] && bk_row_match[bj*WAYS + bw]) begin
+                        bk_fwd[bw*ENT_W +: ENT_W] = win_data[(bj*WAYS + bw)*ENT_W +: ENT_W];
+                    end
+                end
+            end
+            for (bw = 0; bw < WAYS; bw = bw + 1) begin
+                bk_way_hit[bw] = bk_fwd[bw*ENT_W + ENT_W - 1] && bk_fwd[bw*ENT_W + VALUE_W +: KEY_W] == bk_key;
+            end
+            for (bi = 0; bi < STASH_N; bi = bi + 1) begin
+                bk_st_hit[bi] = (STASH > 0) && st_valid[bi] && st_key[bi*KEY_W +: KEY_W] == bk_key;
+            end
+        end
+
+        always @* begin
+            // window entry 0 (lane A's request executed last cycle) folded in, as lane A does
+            for (bw = 0; bw < WAYS; bw = bw + 1) begin
+                if (win_we[bw] && be_row_eq_prev[bw]) begin
+                    b_way_hit[bw] = win_data[bw*ENT_W + ENT_W - 1] && be_key_eq_prev;
+                end else begin
+                    b_way_hit[bw] = be_way_hit_k[bw];
+                end
+            end
+            for (bi = 0; bi < STASH_N; bi = bi + 1) begin
+                b_st_hit[bi] = (STASH > 0) &&
+                               (prev_st_we[bi] ? (prev_st_wvalid[bi] && be_key_eq_prev) : be_st_hit_k[bi]);
+            end
+            b_found = 1'b0;
+            b_found_value = {VALUE_W{1'b0}};
+            for (bi = STASH_N-1; bi >= 0; bi = bi - 1) begin
+                if (b_st_hit[bi]) begin
+                    b_found = 1'b1;
+                    b_found_value = st_value[bi*VALUE_W +: VALUE_W];
+                end
+            end
+            for (bw = WAYS-1; bw >= 0; bw = bw - 1) begin
+                if (b_way_hit[bw]) begin
+                    b_found = 1'b1;
+                    b_found_value = (win_we[bw] && be_row_eq_prev[bw]) ? win_data[bw*ENT_W +: VALUE_W] :
+                                                                        be_fwd_k[bw*ENT_W +: VALUE_W];
+                end
+            end
+            b_rsp_low = {RS_DATA64{1'b0}};
+            b_rsp_low[RS_OP +: 5] = OP_GET;
+            b_rsp_low[RS_STATUS +: 4] = b_found ? ST_EXACT : ST_MISS;
+            b_cnt_inc = {NCNT{1'b0}};
+            b_cnt_inc[C_LOOKUPS] = be_valid;
+            b_cnt_inc[C_EXACT_HITS] = be_valid && b_found;
+            b_cnt_inc[C_MISSES] = be_valid && !b_found;
+        end
+
+        assign b_fifo_we = be_valid;
+        assign b_fifo_data = {b_tag[E_ST*TAG_W +: TAG_W], b_found ? b_found_value : {VALUE_W{1'b0}},
+                              {KEY_W{1'b0}}, b_rsp_low};
+        assign cnt_pend_b = b_cnt_pend;
+
+        integer bs, bc;
+
+        always @(posedge clk) begin
+            b_valid <= {b_valid[NST-2:0], accept1_b};
+            b_key <= {b_key[(BST-1)*KEY_W-1:0], accept1_b ? s_axis_req1_tdata[RQ_KEY +: KEY_W] : b_key[0 +: KEY_W]};
+            b_tag <= {b_tag[(NST-1)*TAG_W-1:0], accept1_b ? s_axis_req1_tuser : b_tag[0 +: TAG_W]};
+            b_addr <= {b_addr[(BST-1)*WAYS*ROW_BITS-1:0], b_addr[0 +: WAYS*ROW_BITS]};
+            b_addr[(H_ST+1)*WAYS*ROW_BITS +: WAYS*ROW_BITS] <= b_hash_rows;
+            a_wr_hist <= {a_wr_hist[RAM_LAT:0],
+                          accept && (in_op == OP_SET || in_op == OP_DEL || in_op == OP_WRITE_SLOT ||
+                                     in_op == OP_MOVE)};
+
+            be_fwd_k <= bk_fwd;
+            be_way_hit_k <= bk_way_hit;
+            be_st_hit_k <= bk_st_hit;
+            be_key_eq_prev <= bk_key == e_key;
+            for (bs = 0; bs < WAYS; bs = bs + 1) begin
+                be_row_eq_prev[bs] <= bk_addr[bs*ROW_BITS +: ROW_BITS] == e_addr[bs*ROW_BITS +: ROW_BITS];
+                bk_row_match[bs] <= e_addr[bs*ROW_BITS +: ROW_BITS] == bk1_addr[bs*ROW_BITS +: ROW_BITS];
+                for (bc = 1; bc < WIN; bc = bc + 1) begin
+                    bk_row_match[bc*WAYS + bs] <= win_addr[((bc-1)*WAYS + bs)*ROW_BITS +: ROW_BITS] ==
+                                                  bk1_addr[bs*ROW_BITS +: ROW_BITS];
+                end
+            end
+            b_cnt_pend <= b_cnt_inc;
+
+            if (rst) begin
+                b_valid <= {NST{1'b0}};
+                a_wr_hist <= {(RAM_LAT+2){1'b0}};
+                b_cnt_pend <= {NCNT{1'b0}};
+            end
+        end
+    end else begin : no_lane_b
+        assign b_block = 1'b0;
+        assign b_ram_addr = {WAYS*ROW_BITS{1'b0}};
+        assign b_fifo_we = 1'b0;
+        assign b_fifo_data = {FIFO_W{1'b0}};
+        assign cnt_pend_b = {NCNT{1'b0}};
+        wire [WAYS*ENT_W-1:0] ram1_q_unused = ram1_q;
+    end
+endgenerate
+
+/*
+ * Port 1's response FIFO (LOOKUP_PORTS = 2): written for port 1's requests,
+ * by lane A (a port-1 request taken alone) or lane B (at most one of them in
+ * a cycle: a cycle takes at most one port-1 request)
  */
 generate
     if (LOOKUP_PORTS == 2) begin : port1_fifo
@@ -1413,7 +1612,8 @@ generate
         reg [FIFO_AW-1:0] fifo1_wr_ptr;
         reg [FIFO_AW-1:0] fifo1_rd_ptr;
         reg [CNT_W-1:0]   fifo1_count;
-        wire fifo1_we = e_valid && e_src;
+        wire fifo1_a = e_valid && e_src;
+        wire fifo1_we = fifo1_a || b_fifo_we;
         wire [FIFO_W-1:0] fifo1_out = fifo1_mem[fifo1_rd_ptr];
 
         assign m_axis_rsp1_tvalid = fifo1_count != 0;
@@ -1423,7 +1623,7 @@ generate
 
         always @(posedge clk) begin
             if (fifo1_we) begin
-                fifo1_mem[fifo1_wr_ptr] <= {e_tag, r_value, r_key, rsp_low};
+                fifo1_mem[fifo1_wr_ptr] <= fifo1_a ? {e_tag, r_value, r_key, rsp_low} : b_fifo_data;
                 fifo1_wr_ptr <= ptr_inc(fifo1_wr_ptr);
             end
             if (rsp1_take) begin
@@ -1566,7 +1766,7 @@ integer pw;
 
 always @* begin
     p_valid_next = {p_valid[NST-2:0], accept};
-    p_src_next = {p_src[NST-2:0], accept1};
+    p_src_next = {p_src[NST-2:0], accept1_a};
     p_op_next = {p_op[(NST-1)*5-1:0], p_op[0 +: 5]};
     p_flag_next = {p_flag[NST-2:0], p_flag[0]};
     p_bank_next = p_bank;
@@ -1813,7 +2013,8 @@ always @(posedge clk) begin
             end else if (sc == C_CMD_ERRORS) begin
                 counters[sc*64 +: 64] <= counters[sc*64 +: 64] + {62'd0, cmd_pend};
             end else begin
-                counters[sc*64 +: 64] <= counters[sc*64 +: 64] + {63'd0, cnt_pend[sc]};
+                counters[sc*64 +: 64] <= counters[sc*64 +: 64] +
+                                         {62'd0, {1'b0, cnt_pend[sc]} + {1'b0, cnt_pend_b[sc]}};
             end
         end
     end
