@@ -373,6 +373,8 @@ def _config_id(sim: str, p: dict) -> str:
 
 
 # every key width, RULES 1..16 (also not powers of two), SLOTS 1..8, one and two lookups
+# (two lookups on Icarus only: a second Verilator build costs CI 2.5 minutes; `make -C hw
+# lint` checks the LOOKUPS = 2 variant with Verilator)
 CONFIGS = [
     ("icarus", _config(144, 5, 4, 1)),
     ("icarus", _config(288, 16, 16, 4)),
@@ -382,7 +384,7 @@ CONFIGS = [
     ("verilator", _config(288, 16, 8, 4)),
     ("icarus", _config(144, 5, 4, 1, lookups=2)),
     ("icarus", _config(576, 8, 3, 2, lookups=2)),
-    ("verilator", _config(288, 16, 8, 4, lookups=2)),
+    ("icarus", _config(288, 16, 8, 4, lookups=2)),
 ]
 
 
