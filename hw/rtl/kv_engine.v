@@ -475,9 +475,10 @@ reg sweep_reg;                     // sweep writing invalid words into every way
 reg [ROW_BITS-1:0] sweep_row_reg;
 
 // the request ports never wait for rules: rule operations use the control
-// port.  Port 1 (LOOKUP_PORTS = 2) has its own credits (ready1_reg) and is
-// taken only in a cycle in which port 0 offers nothing; stage 0 takes the
-// port it selects (in_sel1).
+// port.  Port 1 (LOOKUP_PORTS = 2) has its own credits (ready1_reg); it is
+// taken alone into lane A in a cycle in which port 0 offers nothing (stage 0
+// then takes port 1: in_sel1), or as the lane-B half of a pair beside port
+// 0's request (accept1_b).
 reg [CNT_W-1:0] pend1_reg;         // port 1's accepted requests whose response was not yet taken
 reg ready1_reg;
 wire in_sel1 = (LOOKUP_PORTS == 2) && !s_axis_req_tvalid;
